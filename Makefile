@@ -1,0 +1,35 @@
+# Everything a fresh machine needs: Python 3.12 (via pyenv and .python-version), Node and npm.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+TS_CLIENT := tests/clients/ts
+
+.PHONY: test lint report bench-addon samples clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $@
+
+$(TS_CLIENT)/node_modules/.package-lock.json: $(TS_CLIENT)/package-lock.json
+	cd $(TS_CLIENT) && npm ci --no-audit --no-fund --loglevel=error
+
+test: $(STAMP) $(TS_CLIENT)/node_modules/.package-lock.json
+	$(BIN)/ruff check .
+	$(BIN)/pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+
+bench-addon: $(STAMP)
+	$(BIN)/python tests/benchmarks/bench_addon.py
+
+samples: $(STAMP) $(TS_CLIENT)/node_modules/.package-lock.json
+	$(BIN)/python sample_captures/record_samples.py
+
+clean:
+	rm -rf $(VENV) $(TS_CLIENT)/node_modules .pytest_cache

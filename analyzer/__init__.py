@@ -1,0 +1,1 @@
+"""Offline analyzer of MCP captures: load, extract, pair, classify, retries, export, report."""
