@@ -1,0 +1,143 @@
+"""What the console says about one MCP exchange, and whether it failed.
+
+A first look for the person watching mitmdump, not the analyzer's verdict: an
+exchange fails when the transport did (error, 4xx/5xx, a stream that ended
+early) or when a response in it carries a JSON-RPC error or ``isError``.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from mitmproxy import http
+
+from addon.jsonrpc import (
+    JsonObject,
+    is_jsonrpc,
+    is_request,
+    is_response,
+    parse_messages,
+    response_failure,
+    tool_name,
+)
+from addon.mcp_detect import request_messages, response_json_messages
+from addon.sse_framing import SseEvent, split_sse
+from addon.stream_tap import StreamTap
+
+
+@dataclass(frozen=True, slots=True)
+class ExchangeView:
+    started: float
+    session: str | None
+    http_method: str
+    rpc_method: str | None
+    tool: str | None
+    rpc_id: object
+    status: int | None
+    content_type: str
+    duration_ms: float | None
+    events: int | None
+    failure: str | None
+
+
+def describe(flow: http.HTTPFlow, tap: StreamTap | None) -> ExchangeView:
+    requests = request_messages(flow)
+    first = requests[0] if requests else {}
+    response = flow.response
+    events = recorded_events(flow) if tap is not None else None
+    answers = event_messages(events) if events is not None else response_json_messages(flow)
+    end = (tap.end_time if tap else None) or (response.timestamp_end if response else None)
+    if end is None and flow.error is not None:
+        end = flow.error.timestamp
+    return ExchangeView(
+        started=flow.request.timestamp_start,
+        session=_session(flow),
+        http_method=flow.request.method,
+        rpc_method=_rpc_method(requests, answers),
+        tool=tool_name(first),
+        rpc_id=first.get("id"),
+        status=response.status_code if response else None,
+        content_type=(response.headers.get("content-type", "") if response else "").split(";")[0],
+        duration_ms=(end - flow.request.timestamp_start) * 1000 if end else None,
+        events=sum(1 for e in events if not e.is_priming) if events is not None else None,
+        failure=_failure(flow, tap, requests, answers),
+    )
+
+
+def recorded_events(flow: http.HTTPFlow) -> list[SseEvent]:
+    """The complete events of a recorded stream, decoded first if compressed."""
+    body = flow.response.get_content(strict=False) if flow.response is not None else None
+    events, _ = split_sse(body or b"")
+    return events
+
+
+def event_messages(events: list[SseEvent]) -> list[JsonObject]:
+    messages: list[JsonObject] = []
+    for event in events:
+        if event.data:
+            messages.extend(m for m in parse_messages(event.data) or [] if is_jsonrpc(m))
+    return messages
+
+
+def _session(flow: http.HTTPFlow) -> str | None:
+    for headers in (flow.request.headers, flow.response.headers if flow.response else None):
+        if headers is not None and "mcp-session-id" in headers:
+            return headers["mcp-session-id"]
+    query = flow.request.query
+    return query.get("sessionId") or query.get("session_id")
+
+
+def _rpc_method(requests: list[JsonObject], answers: list[JsonObject]) -> str | None:
+    for message in requests:
+        if isinstance(message.get("method"), str):
+            return message["method"]
+    if requests and any(is_response(m) for m in requests):
+        return "(response)"
+    # A GET stream: name what it delivered, e.g. a server request or a resumed answer.
+    for message in answers:
+        if isinstance(message.get("method"), str) and message["method"] != "notifications/progress":
+            return message["method"]
+    return None
+
+
+def _failure(
+    flow: http.HTTPFlow, tap: StreamTap | None, requests: list[JsonObject], answers: list[JsonObject]
+) -> str | None:
+    if flow.error is not None and flow.response is None:
+        return f"no response: {flow.error.msg}"
+    if tap is not None and tap.ended not in (None, "complete"):
+        return f"stream {tap.ended}" + (f": {tap.error}" if tap.error else "")
+    if flow.response is not None and flow.response.status_code >= 400:
+        return f"HTTP {flow.response.status_code}"
+    for answer in answers:
+        if is_response(answer) and (reason := response_failure(answer)):
+            return reason
+    if tap is not None and flow.request.method == "POST":
+        asked = {repr(m["id"]) for m in requests if is_request(m)}
+        answered = {repr(m.get("id")) for m in answers if is_response(m)}
+        if asked - answered:
+            return "stream ended without the final response"
+    return None
+
+
+def console_line(view: ExchangeView) -> str:
+    clock = time.strftime("%H:%M:%S", time.localtime(view.started)) + f".{int(view.started % 1 * 1000):03d}"
+    parts = [
+        clock,
+        f"session={view.session[:8]}" if view.session else "session=-",
+        view.http_method,
+        view.rpc_method or "-",
+    ]
+    if view.tool:
+        parts.append(view.tool)
+    if view.rpc_id is not None:
+        parts.append(f"id={view.rpc_id}")
+    parts.append(str(view.status) if view.status is not None else "---")
+    parts.append(view.content_type or "-")
+    parts.append(f"{view.duration_ms:.0f}ms" if view.duration_ms is not None else "?ms")
+    if view.events is not None:
+        parts.append(f"{view.events} events")
+    if view.failure:
+        parts.append(f"FAILED: {view.failure}")
+    return " ".join(parts)

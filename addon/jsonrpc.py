@@ -1,0 +1,58 @@
+"""Reading JSON-RPC 2.0 messages out of MCP bodies, leniently.
+
+Only what the recorder needs to name and judge an exchange on the console; the
+analyzer owns the full verdict.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+JsonObject = dict[str, Any]
+
+
+def parse_messages(text: str | bytes) -> list[JsonObject] | None:
+    """The JSON-RPC objects in a body: one object or a batch array.
+
+    None when the text is not JSON; non-object batch members are dropped.
+    """
+    try:
+        value = json.loads(text)
+    except (ValueError, TypeError):
+        return None
+    items = value if isinstance(value, list) else [value]
+    return [item for item in items if isinstance(item, dict)]
+
+
+def is_jsonrpc(message: JsonObject) -> bool:
+    return message.get("jsonrpc") == "2.0"
+
+
+def is_request(message: JsonObject) -> bool:
+    return "method" in message and "id" in message
+
+
+def is_response(message: JsonObject) -> bool:
+    return "method" not in message and ("result" in message or "error" in message)
+
+
+def tool_name(message: JsonObject) -> str | None:
+    """The tool a ``tools/call`` request names."""
+    params = message.get("params")
+    if message.get("method") == "tools/call" and isinstance(params, dict):
+        name = params.get("name")
+        return name if isinstance(name, str) else None
+    return None
+
+
+def response_failure(message: JsonObject) -> str | None:
+    """Why a response is a failure (JSON-RPC error or tool ``isError``), else None."""
+    error = message.get("error")
+    if error is not None:
+        code = error.get("code") if isinstance(error, dict) else None
+        return f"JSON-RPC error {code}"
+    result = message.get("result")
+    if isinstance(result, dict) and result.get("isError") is True:
+        return "tool isError"
+    return None

@@ -1,0 +1,80 @@
+"""Telling MCP exchanges from other traffic passing through the proxy.
+
+An exchange is MCP when its request carries MCP headers or a JSON-RPC body,
+when its response hands out an MCP session, or when it goes to an endpoint
+already seen speaking MCP (the GET streams and DELETEs of a session carry no
+JSON-RPC body of their own). A legacy (2024-11-05) SSE stream names its POST
+endpoint in an ``endpoint`` event; that endpoint is learnt too.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import urljoin, urlsplit
+
+from mitmproxy import http
+
+from addon.jsonrpc import JsonObject, is_jsonrpc, parse_messages
+
+MCP_REQUEST_HEADERS = ("mcp-session-id", "mcp-protocol-version", "mcp-method", "mcp-name")
+# JSON-RPC bodies are small; a large upload is not worth parsing on the proxy's path.
+MAX_PEEK_BYTES = 1 << 20
+
+Endpoint = tuple[str, int, str]
+
+
+def endpoint_of(flow: http.HTTPFlow) -> Endpoint:
+    return (flow.request.pretty_host, flow.request.port, flow.request.path.split("?", 1)[0])
+
+
+def request_messages(flow: http.HTTPFlow) -> list[JsonObject]:
+    """The JSON-RPC messages in the request body (empty if there are none)."""
+    return _jsonrpc_messages(flow.request)
+
+
+def response_json_messages(flow: http.HTTPFlow) -> list[JsonObject]:
+    """The JSON-RPC messages of a plain JSON response body."""
+    return _jsonrpc_messages(flow.response) if flow.response is not None else []
+
+
+def _jsonrpc_messages(message: http.Message) -> list[JsonObject]:
+    raw = message.raw_content
+    if not raw or len(raw) > MAX_PEEK_BYTES:
+        return []
+    body = message.get_content(strict=False)
+    if not body or b'"jsonrpc"' not in body[:4096]:
+        return []
+    return [m for m in parse_messages(body) or [] if is_jsonrpc(m)]
+
+
+class McpEndpoints:
+    """The endpoints seen speaking MCP during this run."""
+
+    def __init__(self) -> None:
+        self.known: set[Endpoint] = set()
+
+    def recognise(self, flow: http.HTTPFlow) -> str | None:
+        """Why this exchange is MCP, or None if nothing says it is."""
+        reason = self._reason(flow)
+        if reason:
+            self.known.add(endpoint_of(flow))
+        return reason
+
+    def _reason(self, flow: http.HTTPFlow) -> str | None:
+        headers = flow.request.headers
+        for name in MCP_REQUEST_HEADERS:
+            if name in headers:
+                return f"request header {name}"
+        if request_messages(flow):
+            return "JSON-RPC request body"
+        if flow.response is not None and "mcp-session-id" in flow.response.headers:
+            return "response header mcp-session-id"
+        if endpoint_of(flow) in self.known:
+            return "known MCP endpoint"
+        return None
+
+    def learn_legacy_endpoint(self, flow: http.HTTPFlow, endpoint_data: str) -> None:
+        """Remember the POST endpoint an HTTP+SSE ``endpoint`` event names."""
+        target = urlsplit(urljoin(flow.request.url, endpoint_data.strip()))
+        port = target.port or (443 if target.scheme == "https" else 80)
+        self.known.add((target.hostname or flow.request.pretty_host, port, target.path))
+        self.known.add(endpoint_of(flow))

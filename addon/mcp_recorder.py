@@ -1,0 +1,204 @@
+"""mitmproxy addon: record every MCP HTTP/SSE exchange without changing it.
+
+    mitmdump -s addon/mcp_recorder.py --mode reverse:http://127.0.0.1:8000 -p 8080 -w capture.flows
+
+Server-Sent Event streams are passed to the client live, chunk by chunk and
+byte for byte; the arrival time and size of every chunk go into
+``flow.metadata["mcp_blackbox"]`` and the body is put back into the flow when
+the stream ends, however it ends (complete, cut upstream, aborted by the
+client, or still open when mitmdump stops). One line per MCP exchange goes to
+the console; failing exchanges are marked for mitmweb users.
+
+Loaded with ``-s`` this script runs before the ``-w`` writer, so what it puts
+into a flow reaches the file.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import os
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, "") or __name__.startswith("__mitmproxy_script__"):
+    # Loaded as a script by path: make the repository's packages importable.
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from mitmproxy import ctx, exceptions, flowfilter, http
+from mitmproxy.utils import human
+
+from addon.exchange_view import ExchangeView, console_line, describe, recorded_events
+from addon.mcp_detect import McpEndpoints
+from addon.stream_tap import StreamTap
+
+logger = logging.getLogger("mcp_blackbox")
+
+METADATA_KEY = "mcp_blackbox"
+METADATA_VERSION = 1
+FAILURE_MARKER = ":exclamation:"
+
+def never_raises[Hook: Callable[..., Any]](hook: Hook) -> Hook:
+    """An exception in a hook must not reach mitmproxy: log it and carry on."""
+
+    @functools.wraps(hook)
+    def guarded(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return hook(*args, **kwargs)
+        except exceptions.OptionsError:
+            raise  # a bad option must stop mitmdump at start-up, with its message
+        except Exception:
+            logger.exception("mcp_blackbox: %s failed; traffic is unaffected", hook.__name__)
+            return None
+
+    return guarded  # type: ignore[return-value]
+
+
+def stream_end_reason(error_message: str) -> str:
+    """Name why a stream ended early, from mitmproxy's error message."""
+    text = error_message.lower()
+    if "client" in text:
+        return "client-abort"
+    if "killed" in text:
+        return "killed"
+    if "shutdown" in text or "shut down" in text:
+        return "proxy-shutdown"
+    return "upstream-error"
+
+
+def is_event_stream(response: http.Response) -> bool:
+    return response.headers.get("content-type", "").split(";")[0].strip().lower() == "text/event-stream"
+
+
+class McpRecorder:
+    def __init__(self) -> None:
+        self.endpoints = McpEndpoints()
+        self.open_streams: dict[str, tuple[http.HTTPFlow, StreamTap]] = {}
+        self.filter: flowfilter.TFilter | None = None
+        self.max_body: int | None = None
+
+    def load(self, loader: Any) -> None:
+        loader.add_option(
+            "mcp_filter",
+            str | None,
+            None,
+            "mitmproxy filter expression that narrows which MCP exchanges are annotated "
+            "(e.g. '~d api.example.com'). Event streams are always passed through live.",
+        )
+        loader.add_option(
+            "mcp_stream_max_body",
+            str,
+            "64m",
+            "Largest part of one event stream kept in the flow (e.g. 64m, 512k). "
+            "The rest still reaches the client; how much was dropped is recorded.",
+        )
+        loader.add_option(
+            "mcp_listen_file", str | None, None, "Write the proxy's listening addresses to this file (JSON)."
+        )
+        loader.add_option("mcp_console", bool, True, "Print one line per MCP exchange.")
+
+    def configure(self, updated: set[str]) -> None:
+        if "mcp_filter" in updated:
+            expression = ctx.options.mcp_filter
+            try:
+                self.filter = flowfilter.parse(expression) if expression else None
+            except ValueError as e:
+                raise exceptions.OptionsError(f"mcp_filter: {e}") from e
+        if "mcp_stream_max_body" in updated:
+            try:
+                self.max_body = human.parse_size(ctx.options.mcp_stream_max_body)
+            except ValueError as e:
+                raise exceptions.OptionsError(f"mcp_stream_max_body: {e}") from e
+
+    @never_raises
+    def running(self) -> None:
+        path = ctx.options.mcp_listen_file
+        if not path:
+            return
+        addresses = [list(a)[:2] for a in ctx.master.addons.get("proxyserver").listen_addrs()]
+        write_atomically(Path(path), json.dumps({"listen_addrs": addresses}))
+
+    @never_raises
+    def responseheaders(self, flow: http.HTTPFlow) -> None:
+        response = flow.response
+        if response is None or not is_event_stream(response):
+            return
+        upstream = response.stream if callable(response.stream) else None
+        tap = StreamTap(self.max_body, upstream=upstream)
+        response.stream = tap
+        self.open_streams[flow.id] = (flow, tap)
+
+    @never_raises
+    def response(self, flow: http.HTTPFlow) -> None:
+        self._close(flow, "complete", None)
+
+    @never_raises
+    def error(self, flow: http.HTTPFlow) -> None:
+        message = flow.error.msg if flow.error else "unknown error"
+        self._close(flow, stream_end_reason(message), message)
+
+    @never_raises
+    def done(self) -> None:
+        # Streams still open at shutdown are written by the -w writer after us:
+        # give them their partial body and say why they stopped.
+        for flow, _ in list(self.open_streams.values()):
+            self._close(flow, "proxy-shutdown", "mitmproxy stopped while the stream was open")
+
+    def _close(self, flow: http.HTTPFlow, reason: str, error: str | None) -> None:
+        entry = self.open_streams.pop(flow.id, None)
+        tap = entry[1] if entry else None
+        record: dict[str, Any] = {"version": METADATA_VERSION}
+        if tap is not None and flow.response is not None:
+            tap.finish(reason, error if reason != "complete" else None)
+            flow.response.raw_content = bytes(tap.body)
+            record["stream"] = tap.metadata(framed="content-encoding" not in flow.response.headers)
+            tap.body.clear()  # free the buffer now, not when the flow is dropped
+        self._annotate(flow, tap, record)
+
+    def _annotate(self, flow: http.HTTPFlow, tap: StreamTap | None, record: dict[str, Any]) -> None:
+        reason = self.endpoints.recognise(flow)
+        if reason is None and tap is not None:
+            reason = self._recognise_legacy_stream(flow)
+        if reason is not None and (self.filter is None or self.filter(flow)):
+            record["mcp"] = reason
+            view = describe(flow, tap)
+            record["failure"] = view.failure
+            if view.failure:
+                flow.marked = flow.marked or FAILURE_MARKER
+                flow.comment = flow.comment or f"MCP: {view.failure}"
+            if ctx.options.mcp_console:
+                self._print(view)
+        if tap is not None or "mcp" in record:
+            flow.metadata[METADATA_KEY] = record
+
+    def _recognise_legacy_stream(self, flow: http.HTTPFlow) -> str | None:
+        for event in recorded_events(flow):
+            if event.event == "endpoint" and event.data:
+                self.endpoints.learn_legacy_endpoint(flow, event.data)
+                return "HTTP+SSE endpoint event"
+            if '"jsonrpc"' in event.data:
+                return "JSON-RPC in event stream"
+        return None
+
+    @staticmethod
+    def _print(view: ExchangeView) -> None:
+        line = console_line(view)
+        if view.failure:
+            logger.warning(line)
+        else:
+            logger.info(line)
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Readers polling for the file never see it half-written."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+addons = [McpRecorder()]
