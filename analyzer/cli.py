@@ -1,0 +1,96 @@
+"""The ``mcp-blackbox`` command line."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import addon.mcp_recorder
+
+
+def mitmdump_executable() -> str:
+    """mitmdump from this Python's environment first, so the addon and mitmproxy match."""
+    beside_python = Path(sys.executable).with_name("mitmdump")
+    if beside_python.exists():
+        return str(beside_python)
+    found = shutil.which("mitmdump")
+    if found is None:
+        raise SystemExit("mcp-blackbox record: mitmdump not found; install mitmproxy (pip install mitmproxy)")
+    return found
+
+
+def record_command(args: argparse.Namespace) -> list[str]:
+    """The mitmdump command line that ``record`` runs."""
+    command = [
+        mitmdump_executable(),
+        "--scripts",
+        str(Path(addon.mcp_recorder.__file__).resolve()),
+        "--mode",
+        f"reverse:{args.upstream}",
+        "--listen-host",
+        args.listen_host,
+        "--listen-port",
+        str(args.port),
+        "--save-stream-file",
+        args.write,
+    ]
+    if args.listen_file:
+        command += ["--set", f"mcp_listen_file={args.listen_file}"]
+    if args.filter:
+        command += ["--set", f"mcp_filter={args.filter}"]
+    if args.quiet:
+        command.append("--quiet")
+    return command + list(args.mitmdump_args)
+
+
+def run_record(args: argparse.Namespace) -> int:
+    command = record_command(args)
+    if args.dry_run:
+        print(" ".join(command))
+        return 0
+    sys.stdout.flush()
+    # Become mitmdump: signals (Ctrl-C, SIGTERM) reach it directly and it writes the file on exit.
+    os.execv(command[0], command)
+    return 1  # not reached
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="mcp-blackbox", description="Record and analyze MCP traffic (HTTP and SSE)."
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    record = commands.add_parser(
+        "record",
+        help="run mitmdump with the recording addon as a reverse proxy in front of an MCP server",
+        description="Run mitmdump with the mcp-blackbox addon in reverse mode. Point the MCP client at "
+        "http://HOST:PORT/ instead of the server; every exchange is written to FILE. Stop with Ctrl-C.",
+    )
+    record.add_argument("--upstream", required=True, metavar="URL", help="the MCP server, e.g. http://127.0.0.1:8000")
+    record.add_argument("-p", "--port", type=int, default=8080, help="port to listen on (0: any free port)")
+    record.add_argument("--listen-host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    record.add_argument("-w", "--write", required=True, metavar="FILE", help="flow file to write")
+    record.add_argument("--listen-file", metavar="PATH", help="write the listening address here (JSON)")
+    record.add_argument("--filter", metavar="EXPR", help="mitmproxy filter narrowing what is annotated")
+    record.add_argument("-q", "--quiet", action="store_true", help="no console output")
+    record.add_argument("--dry-run", action="store_true", help="print the mitmdump command instead of running it")
+    record.add_argument(
+        "mitmdump_args", nargs=argparse.REMAINDER, help="after --, more arguments passed to mitmdump as they are"
+    )
+    record.set_defaults(run=run_record)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if getattr(args, "mitmdump_args", None) and args.mitmdump_args[0] == "--":
+        args.mitmdump_args = args.mitmdump_args[1:]
+    return args.run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
