@@ -169,3 +169,24 @@ def run_py_client(
         argv += ["--auth-token", auth_token]
     # The runner enforces `timeout` itself; the extra margin covers interpreter start-up.
     return run_json_command(argv, timeout=timeout + 15)
+
+
+TS_CLIENT = REPO_ROOT / "tests" / "clients" / "ts" / "client.mjs"
+
+
+def run_ts_client(
+    url: str,
+    steps: list[dict[str, Any]],
+    *,
+    transport: str = "streamable-http",
+    auth_token: str | None = None,
+    timeout_ms: int = 20_000,
+) -> dict[str, Any]:
+    """Run the TypeScript SDK client runner (tests/clients/ts/client.mjs) and return its JSON result."""
+    if not (TS_CLIENT.parent / "node_modules").exists():
+        raise ProcessFailure("tests/clients/ts/node_modules is missing: run `make test` (it runs `npm ci` there)")
+    argv = ["node", str(TS_CLIENT), "--url", url, "--steps", json.dumps(steps), "--transport", transport]
+    argv += ["--timeout-ms", str(timeout_ms)]
+    if auth_token:
+        argv += ["--auth-token", auth_token]
+    return run_json_command(argv, timeout=timeout_ms / 1000 + 15)
