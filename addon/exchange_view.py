@@ -21,7 +21,7 @@ from addon.jsonrpc import (
     response_failure,
     tool_name,
 )
-from addon.mcp_detect import request_messages, response_json_messages
+from addon.mcp_detect import response_json_messages
 from addon.sse_framing import SseEvent, split_sse
 from addon.stream_tap import StreamTap
 
@@ -41,8 +41,8 @@ class ExchangeView:
     failure: str | None
 
 
-def describe(flow: http.HTTPFlow, tap: StreamTap | None) -> ExchangeView:
-    requests = request_messages(flow)
+def describe(flow: http.HTTPFlow, tap: StreamTap | None, requests: list[JsonObject]) -> ExchangeView:
+    """``requests``: the JSON-RPC messages of the request body (``request_messages``)."""
     first = requests[0] if requests else {}
     response = flow.response
     events = recorded_events(flow) if tap is not None else None

@@ -23,7 +23,8 @@ Endpoint = tuple[str, int, str]
 
 
 def endpoint_of(flow: http.HTTPFlow) -> Endpoint:
-    return (flow.request.pretty_host, flow.request.port, flow.request.path.split("?", 1)[0])
+    # request.host, not pretty_host: the latter parses the Host header on every call.
+    return (flow.request.host, flow.request.port, flow.request.path.split("?", 1)[0])
 
 
 def request_messages(flow: http.HTTPFlow) -> list[JsonObject]:
@@ -52,19 +53,22 @@ class McpEndpoints:
     def __init__(self) -> None:
         self.known: set[Endpoint] = set()
 
-    def recognise(self, flow: http.HTTPFlow) -> str | None:
-        """Why this exchange is MCP, or None if nothing says it is."""
-        reason = self._reason(flow)
+    def recognise(self, flow: http.HTTPFlow, requests: list[JsonObject]) -> str | None:
+        """Why this exchange is MCP, or None if nothing says it is.
+
+        ``requests``: the JSON-RPC messages of the request body (``request_messages``).
+        """
+        reason = self._reason(flow, requests)
         if reason:
             self.known.add(endpoint_of(flow))
         return reason
 
-    def _reason(self, flow: http.HTTPFlow) -> str | None:
+    def _reason(self, flow: http.HTTPFlow, requests: list[JsonObject]) -> str | None:
         headers = flow.request.headers
         for name in MCP_REQUEST_HEADERS:
             if name in headers:
                 return f"request header {name}"
-        if request_messages(flow):
+        if requests:
             return "JSON-RPC request body"
         if flow.response is not None and "mcp-session-id" in flow.response.headers:
             return "response header mcp-session-id"
@@ -76,5 +80,5 @@ class McpEndpoints:
         """Remember the POST endpoint an HTTP+SSE ``endpoint`` event names."""
         target = urlsplit(urljoin(flow.request.url, endpoint_data.strip()))
         port = target.port or (443 if target.scheme == "https" else 80)
-        self.known.add((target.hostname or flow.request.pretty_host, port, target.path))
+        self.known.add((target.hostname or flow.request.host, port, target.path))
         self.known.add(endpoint_of(flow))

@@ -32,8 +32,8 @@ if __package__ in (None, "") or __name__.startswith("__mitmproxy_script__"):
 from mitmproxy import ctx, exceptions, flowfilter, http
 from mitmproxy.utils import human
 
-from addon.exchange_view import ExchangeView, console_line, describe, recorded_events
-from addon.mcp_detect import McpEndpoints
+from addon.exchange_view import console_line, describe, recorded_events
+from addon.mcp_detect import McpEndpoints, request_messages
 from addon.stream_tap import StreamTap
 
 logger = logging.getLogger("mcp_blackbox")
@@ -80,6 +80,8 @@ class McpRecorder:
         self.open_streams: dict[str, tuple[http.HTTPFlow, StreamTap]] = {}
         self.filter: flowfilter.TFilter | None = None
         self.max_body: int | None = None
+        self.console = True
+        self.console_is_tty = sys.stdout.isatty()
 
     def load(self, loader: Any) -> None:
         loader.add_option(
@@ -108,6 +110,10 @@ class McpRecorder:
                 self.filter = flowfilter.parse(expression) if expression else None
             except ValueError as e:
                 raise exceptions.OptionsError(f"mcp_filter: {e}") from e
+        if {"mcp_console", "termlog_verbosity"} & updated:
+            # Printed directly, not logged: mitmproxy's log path costs more than the rest of the addon.
+            # `mitmdump -q` (termlog_verbosity=error) silences it like mitmdump's own lines.
+            self.console = ctx.options.mcp_console and getattr(ctx.options, "termlog_verbosity", "info") != "error"
         if "mcp_stream_max_body" in updated:
             try:
                 self.max_body = human.parse_size(ctx.options.mcp_stream_max_body)
@@ -160,18 +166,19 @@ class McpRecorder:
         self._annotate(flow, tap, record)
 
     def _annotate(self, flow: http.HTTPFlow, tap: StreamTap | None, record: dict[str, Any]) -> None:
-        reason = self.endpoints.recognise(flow)
+        requests = request_messages(flow)
+        reason = self.endpoints.recognise(flow, requests)
         if reason is None and tap is not None:
             reason = self._recognise_legacy_stream(flow)
         if reason is not None and (self.filter is None or self.filter(flow)):
             record["mcp"] = reason
-            view = describe(flow, tap)
+            view = describe(flow, tap, requests)
             record["failure"] = view.failure
             if view.failure:
                 flow.marked = flow.marked or FAILURE_MARKER
                 flow.comment = flow.comment or f"MCP: {view.failure}"
-            if ctx.options.mcp_console:
-                self._print(view)
+            if self.console:
+                print(console_line(view), flush=self.console_is_tty)
         if tap is not None or "mcp" in record:
             flow.metadata[METADATA_KEY] = record
 
@@ -184,13 +191,6 @@ class McpRecorder:
                 return "JSON-RPC in event stream"
         return None
 
-    @staticmethod
-    def _print(view: ExchangeView) -> None:
-        line = console_line(view)
-        if view.failure:
-            logger.warning(line)
-        else:
-            logger.info(line)
 
 
 def write_atomically(path: Path, text: str) -> None:
