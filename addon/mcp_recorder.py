@@ -27,7 +27,13 @@ from typing import Any
 
 if __package__ in (None, "") or __name__.startswith("__mitmproxy_script__"):
     # Loaded as a script by path: make the repository's packages importable.
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    _repo = str(Path(__file__).resolve().parent.parent)
+    if _repo not in sys.path:
+        sys.path.insert(0, _repo)
+    # mitmproxy re-runs this file when it changes; drop the addon's modules so their new code
+    # loads with it, instead of new hooks calling old helpers.
+    for _name in [m for m in sys.modules if m == "addon" or m.startswith("addon.")]:
+        del sys.modules[_name]
 
 from mitmproxy import ctx, exceptions, flowfilter, http
 from mitmproxy.utils import human
