@@ -22,9 +22,6 @@ import argparse
 import importlib.metadata
 import json
 import shutil
-import signal
-import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -45,7 +42,7 @@ from mitmproxy.http import HTTPFlow  # noqa: E402
 from addon.jsonrpc import parse_messages  # noqa: E402
 from addon.sse_framing import split_sse  # noqa: E402
 from tests.support.processes import run_py_client, run_ts_client, start_server  # noqa: E402
-from tests.support.proxy import MITMDUMP, start_mitmdump  # noqa: E402
+from tests.support.proxy import start_mitmdump  # noqa: E402
 from tests.support.raw_http import Control  # noqa: E402
 
 README = HERE / "README.md"
@@ -406,58 +403,6 @@ BY_NAME = {s.name: s for s in SCENARIOS}
 # ---------------------------------------------------------------- proxies
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-@dataclass
-class PlainMitmdump:
-    """``mitmdump -w FILE`` without the addon, in reverse mode (same interface as tests.support.proxy.Mitmdump)."""
-
-    process: subprocess.Popen[bytes]
-    port: int
-    flow_file: Path
-    log_file: Path
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def stop(self, timeout: float = 15) -> int:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGINT)
-            try:
-                self.process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-                raise AssertionError(f"mitmdump ignored SIGINT; log:\n{self.log()}") from None
-        return self.process.returncode
-
-    def log(self) -> str:
-        return self.log_file.read_text(errors="replace") if self.log_file.exists() else ""
-
-
-def start_plain_mitmdump(upstream_port: int, workdir: Path, name: str, timeout: float = 20) -> PlainMitmdump:
-    port = free_port()
-    flow_file, log_file = workdir / f"{name}.flows", workdir / f"{name}.log"
-    command = [MITMDUMP, "--mode", f"reverse:http://127.0.0.1:{upstream_port}", "--listen-host", "127.0.0.1"]
-    command += ["-p", str(port), "-w", str(flow_file)]
-    with log_file.open("wb") as log:
-        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=workdir)
-    proxy = PlainMitmdump(process, port, flow_file, log_file)
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1):
-                return proxy
-        except OSError:
-            if process.poll() is not None or time.monotonic() > deadline:
-                proxy.stop()
-                raise AssertionError(f"plain mitmdump did not start; log:\n{proxy.log()}") from None
-            time.sleep(0.05)
 
 
 # ---------------------------------------------------------------- recording
@@ -496,10 +441,8 @@ def _record_into(scenario: Scenario, workdir: Path, runs: list[dict[str, Any]]) 
     with start_server(scenario.server_mode) as server:
         control = Control(server.port)
         control.reset()
-        if scenario.addon:
-            proxy: Any = start_mitmdump(f"reverse:http://127.0.0.1:{server.port}", workdir, name=scenario.name)
-        else:
-            proxy = start_plain_mitmdump(server.port, workdir, scenario.name)
+        upstream = f"reverse:http://127.0.0.1:{server.port}"
+        proxy = start_mitmdump(upstream, workdir, name=scenario.name, addon=scenario.addon)
         path = "/sse" if scenario.server_mode == "legacy-sse" else "/mcp"
         bed = Bed(url=f"{proxy.url}{path}", control=control, runs=runs)
         try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -49,24 +50,51 @@ class Mitmdump:
             return [flow for flow in flow_io.FlowReader(f).stream() if isinstance(flow, HTTPFlow)]
 
 
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
 def start_mitmdump(
-    mode: str, workdir: Path, *, options: dict[str, str] | None = None, name: str = "mitmdump", timeout: float = 20
+    mode: str,
+    workdir: Path,
+    *,
+    options: dict[str, str] | None = None,
+    name: str = "mitmdump",
+    addon: bool = True,
+    timeout: float = 20,
 ) -> Mitmdump:
-    """Start ``mitmdump -s addon/mcp_recorder.py --mode MODE -p 0 -w FILE`` and wait until it listens."""
+    """Start ``mitmdump -s addon/mcp_recorder.py --mode MODE -w FILE`` and wait until it listens.
+
+    With the addon it listens on ``-p 0`` and reports its port through ``mcp_listen_file``;
+    plain mitmdump (``addon=False``, for contrast) gets a free port picked beforehand.
+    """
     listen_file = workdir / f"{name}.listen.json"
     flow_file = workdir / f"{name}.flows"
     log_file = workdir / f"{name}.log"
-    command = [MITMDUMP, "-s", str(ADDON), "--mode", mode, "--listen-host", "127.0.0.1", "-p", "0"]
-    command += ["-w", str(flow_file), "--set", f"mcp_listen_file={listen_file}"]
+    port = 0 if addon else free_port()
+    command = [MITMDUMP, "--mode", mode, "--listen-host", "127.0.0.1", "-p", str(port), "-w", str(flow_file)]
+    if addon:
+        command += ["-s", str(ADDON), "--set", f"mcp_listen_file={listen_file}"]
     for key, value in (options or {}).items():
         command += ["--set", f"{key}={value}"]
     with log_file.open("wb") as log:
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=workdir)
     deadline = time.monotonic() + timeout
-    while not listen_file.exists():
+    while not (listen_file.exists() if addon else accepts_connections(port)):
         if process.poll() is not None or time.monotonic() > deadline:
             process.kill()
             raise AssertionError(f"mitmdump did not start; log:\n{log_file.read_text(errors='replace')}")
         time.sleep(0.05)
-    port = json.loads(listen_file.read_text())["listen_addrs"][0][1]
+    if addon:
+        port = json.loads(listen_file.read_text())["listen_addrs"][0][1]
     return Mitmdump(process, port, flow_file, log_file)
+
+
+def accepts_connections(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1):
+            return True
+    except OSError:
+        return False
