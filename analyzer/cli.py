@@ -10,6 +10,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import addon.mcp_recorder
+from analyzer.analysis import Analysis, analyze
+from analyzer.export import write_csv, write_json
+from analyzer.summary_text import summary_text
 
 
 def mitmdump_executable() -> str:
@@ -58,6 +61,47 @@ def run_record(args: argparse.Namespace) -> int:
     return 1  # not reached
 
 
+def load_or_explain(paths: list[str]) -> Analysis | None:
+    """Analyze the captures; say on stderr what could not be read. None when nothing could."""
+    analysis = analyze(paths)
+    for problem in analysis.read_problems:
+        where = f" at byte {problem['offset']}" if problem.get("offset") is not None else ""
+        after = f" after {problem['flows_read']} flow(s)" if problem.get("flows_read") else ""
+        print(f"mcp-blackbox: {problem['source']}: {problem['reason']}{where}{after}", file=sys.stderr)
+    if analysis.skipped:
+        print(
+            f"mcp-blackbox: {len(analysis.skipped)} of {analysis.flows_read} flow(s) skipped "
+            "(reasons in the export's \"skipped\" list)",
+            file=sys.stderr,
+        )
+    for note in analysis.notes:
+        print(f"mcp-blackbox: note: {note}", file=sys.stderr)
+    if analysis.flows_read == 0 and analysis.read_problems:
+        return None
+    return analysis
+
+
+def run_export(args: argparse.Namespace) -> int:
+    analysis = load_or_explain(args.captures)
+    if analysis is None:
+        return 2
+    write = write_json if args.format == "json" else write_csv
+    if args.output == "-":
+        write(analysis, sys.stdout)
+    else:
+        with open(args.output, "w", newline="" if args.format == "csv" else None, encoding="utf-8") as out:
+            write(analysis, out)
+    return 0
+
+
+def run_summary(args: argparse.Namespace) -> int:
+    analysis = load_or_explain(args.captures)
+    if analysis is None:
+        return 2
+    print(summary_text(analysis))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="mcp-blackbox", description="Record and analyze MCP traffic (HTTP and SSE)."
@@ -82,6 +126,18 @@ def build_parser() -> argparse.ArgumentParser:
         "mitmdump_args", nargs=argparse.REMAINDER, help="after --, more arguments passed to mitmdump as they are"
     )
     record.set_defaults(run=run_record)
+
+    export = commands.add_parser(
+        "export", help="one record per call, with its verdict and evidence, as JSON or CSV"
+    )
+    export.add_argument("captures", nargs="+", metavar="CAPTURE", help="flow files (addon, plain mitmdump or HAR)")
+    export.add_argument("--format", choices=["json", "csv"], default="json")
+    export.add_argument("-o", "--output", default="-", metavar="FILE", help="output file, - for stdout (default)")
+    export.set_defaults(run=run_export)
+
+    summary = commands.add_parser("summary", help="counts by outcome, layer, method and tool, and the failing calls")
+    summary.add_argument("captures", nargs="+", metavar="CAPTURE")
+    summary.set_defaults(run=run_summary)
     return parser
 
 
@@ -89,7 +145,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if getattr(args, "mitmdump_args", None) and args.mitmdump_args[0] == "--":
         args.mitmdump_args = args.mitmdump_args[1:]
-    return args.run(args)
+    try:
+        return args.run(args)
+    except BrokenPipeError:  # `mcp-blackbox export ... | head` closed the pipe: not an error
+        sys.stderr.close()
+        return 0
 
 
 if __name__ == "__main__":

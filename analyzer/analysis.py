@@ -1,0 +1,145 @@
+"""The pipeline end to end: files -> exchanges -> messages -> calls with verdicts."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from addon.mcp_detect import MCP_REQUEST_HEADERS
+from analyzer.call_record import COLUMNS, call_record
+from analyzer.classify import CaptureFacts, apply_verdict, protocol_version
+from analyzer.extract import Extracted, extract_messages
+from analyzer.load import LoadReport, read_exchanges
+from analyzer.pair import legacy_session_of_endpoint, pair_messages, scope_of
+from analyzer.records import Call, Exchange, Message
+
+
+@dataclass
+class Analysis:
+    call_objects: list[Call]
+    exchanges: list[Exchange]
+    report: LoadReport
+    facts: CaptureFacts
+    notes: list[str] = field(default_factory=list)  # what the capture could not show
+
+    @cached_property
+    def calls(self) -> list[dict[str, Any]]:
+        """The calls as the export contract has them, in the order they started."""
+        return [call_record(c, n, protocol_version(c, self.facts)) for n, c in enumerate(self.call_objects, 1)]
+
+    @property
+    def calls_frame(self) -> pd.DataFrame:
+        return pd.DataFrame(self.calls, columns=COLUMNS)
+
+    @property
+    def flows_read(self) -> int:
+        return self.report.flows_read
+
+    @property
+    def analyzed(self) -> int:
+        return len(self.exchanges)
+
+    @property
+    def skipped(self) -> list[dict[str, Any]]:
+        return self.report.skipped
+
+    @property
+    def read_problems(self) -> list[dict[str, Any]]:
+        return self.report.problems
+
+
+def _mcp_reason(exchange: Exchange, extracted: Extracted, known: set[str]) -> str | None:
+    if extracted.messages:
+        return "JSON-RPC messages"
+    if extracted.endpoint is not None:
+        return "HTTP+SSE endpoint event"
+    if any(name in exchange.request_headers for name in MCP_REQUEST_HEADERS) or exchange.session_id:
+        return "MCP headers"
+    if exchange.url.split("?")[0] in known:
+        return "an endpoint seen speaking MCP"
+    return None
+
+
+def analyze(paths: Iterable[str | Path], *, keep_bodies: bool = False) -> Analysis:
+    """Analyze flow files (from the addon, plain mitmdump or HAR) into calls with verdicts."""
+    report = LoadReport()
+    exchanges: list[Exchange] = []
+    timeline: list[tuple[float, int, str, Message]] = []
+    legacy_streams: dict[str, str] = {}
+    known: set[str] = set()
+    sse_without_times = 0
+    for exchange in read_exchanges(list(paths), report):
+        extracted = extract_messages(exchange)
+        reason = _mcp_reason(exchange, extracted, known)
+        if reason is None:
+            report.skip(exchange.source, exchange.index, exchange.flow_id, _not_mcp(exchange))
+            continue
+        known.add(exchange.url.split("?")[0])
+        exchanges.append(exchange)
+        if extracted.endpoint is not None and (session := legacy_session_of_endpoint(extracted.endpoint)):
+            legacy_streams[exchange.flow_id] = session
+        if exchange.is_event_stream and (exchange.stream or {}).get("event_times") is None:
+            sse_without_times += 1
+        scope = scope_of(exchange, legacy_streams)
+        for message in extracted.messages:
+            # Requests sort before answers stamped with the same instant.
+            timeline.append((message.t, 0 if message.direction == "client->server" else 1, scope, message))
+        if not keep_bodies:
+            exchange.request_body = exchange.response_body = None
+    timeline.sort(key=lambda item: (item[0], item[1]))
+    pairing = pair_messages([(scope, message) for _, _, scope, message in timeline])
+    calls = pairing.calls + [_orphan_call(m, scope_of(m.exchange, legacy_streams)) for m in pairing.orphans]
+    facts = gather_facts(calls)
+    for call in calls:
+        if call.outcome:
+            continue
+        apply_verdict(call, facts)
+    calls.sort(key=lambda c: c.request.t)
+    notes = []
+    if sse_without_times:
+        notes.append(
+            f"{sse_without_times} event stream(s) without per-event times (recorded without the addon, or "
+            "content-encoded): their events are dated at the end of the response, and a cut stream may have "
+            "lost its body"
+        )
+    return Analysis(calls, exchanges, report, facts, notes)
+
+
+def _not_mcp(exchange: Exchange) -> str:
+    what = exchange.content_type or "no response" if exchange.status is None else exchange.content_type or "no body"
+    return f"not MCP: {exchange.method} {exchange.path} ({what}) has no JSON-RPC message, MCP header or MCP endpoint"
+
+
+def _orphan_call(message: Message, scope: str) -> Call:
+    call = Call(request=message, scope=scope)
+    call.add_exchange(message.exchange)
+    call.outcome, call.layer = "INVALID_ENVELOPE", "protocol"
+    call.flags = ["ORPHAN_RESPONSE"]
+    call.evidence = [f"a response with id {message.id!r} answers no request in {scope}"]
+    return call
+
+
+def gather_facts(calls: list[Call]) -> CaptureFacts:
+    """Tools (from tools/list) and negotiated versions (from initialize), for every call's verdict."""
+    facts = CaptureFacts()
+    for call in calls:
+        if call.request.kind != "request":
+            continue
+        result = next((r.body.get("result") for r in call.responses if r.kind == "result" and r.body), None)
+        if not isinstance(result, dict):
+            continue
+        if call.method == "tools/list" and isinstance(result.get("tools"), list):
+            for tool in result["tools"]:
+                if isinstance(tool, dict) and isinstance(tool.get("name"), str):
+                    facts.tools[tool["name"]] = tool
+        elif call.method == "initialize" and isinstance(result.get("protocolVersion"), str):
+            facts.versions[call.scope] = result["protocolVersion"]
+    return facts
+
+
+__all__ = ["Analysis", "analyze", "protocol_version"]

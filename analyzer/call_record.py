@@ -1,0 +1,67 @@
+"""One call as the export contract has it (DESIGN.md, "Export contract")."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from analyzer.records import Call
+
+COLUMNS = [
+    "call_id",
+    "scope",
+    "direction",
+    "method",
+    "tool",
+    "jsonrpc_id",
+    "outcome",
+    "layer",
+    "http_status",
+    "error_code",
+    "error_message",
+    "flags",
+    "t_start",
+    "t_end",
+    "duration_ms",
+    "sse_events",
+    "exchanges",
+    "retry_group",
+    "attempt",
+    "retry_origin",
+    "retry_confidence",
+    "protocol_version",
+    "evidence",
+    "source",
+]
+
+
+def call_record(call: Call, number: int, version: str | None) -> dict[str, Any]:
+    answers = [m for m in call.responses if m.kind in ("result", "error", "invalid")]
+    exchange = call.exchange
+    t_end = answers[0].t if answers else (exchange.t_end or exchange.t_error)
+    from_streams = [m for m in (*call.responses, *call.notifications) if m.exchange.is_event_stream]
+    return {
+        "call_id": f"c{number}",
+        "scope": call.scope,
+        "direction": call.direction,
+        "method": call.method,
+        "tool": call.tool,
+        "jsonrpc_id": call.request.id,
+        "outcome": call.outcome,
+        "layer": call.layer,
+        "http_status": exchange.status,
+        "error_code": call.error_code,
+        "error_message": call.error_message,
+        "flags": list(call.flags),
+        "t_start": call.request.t,
+        "t_end": t_end,
+        "duration_ms": round((t_end - call.request.t) * 1000, 3) if t_end is not None else None,
+        "sse_events": len(from_streams),
+        "exchanges": [e.flow_id for e in call.exchanges],
+        "retry_group": call.retry_group,
+        "attempt": call.attempt,
+        "retry_origin": call.retry_origin,
+        "retry_confidence": call.retry_confidence,
+        "protocol_version": version,
+        "evidence": list(call.evidence),
+        "source": exchange.source,
+    }

@@ -1,0 +1,274 @@
+"""One verdict per call: its outcome, the layer that failed, flags and the evidence.
+
+``classify_call`` reads top to bottom in the order of the layers: transport
+(did an HTTP answer come, did the stream finish), protocol (is the answer JSON,
+is it a JSON-RPC response, is it an error), interaction (is it an
+``input_required`` round), application (did the tool fail). The first outcome
+that applies wins; each check that led to it is written into the evidence.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from analyzer.records import C2S, Call, Exchange, Message
+from analyzer.schema_check import schema_problems
+
+LAYER = {
+    "NO_RESPONSE": "transport",
+    "HTTP_ERROR": "transport",
+    "STREAM_INCOMPLETE": "transport",
+    "ACCEPTED": "transport",
+    "MALFORMED_JSON": "protocol",
+    "INVALID_ENVELOPE": "protocol",
+    "JSONRPC_ERROR": "protocol",
+    "INVALID_TOOL_RESULT": "protocol",
+    "INPUT_REQUIRED": "interaction",
+    "CANCELLED": "interaction",
+    "TOOL_ERROR": "application",
+    "TOOL_SUCCESS": "application",
+    "SUCCESS": "application",
+}
+MODERN = "2026-07-28"
+
+
+@dataclass
+class CaptureFacts:
+    """What the whole capture says that a single call's verdict needs."""
+
+    tools: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> Tool from tools/list
+    versions: dict[str, str] = field(default_factory=dict)  # scope -> negotiated protocol version
+
+
+@dataclass
+class Verdict:
+    outcome: str
+    evidence: list[str]
+    flags: list[str] = field(default_factory=list)
+    error_code: int | None = None
+    error_message: str | None = None
+
+    @property
+    def layer(self) -> str:
+        return LAYER[self.outcome]
+
+
+def apply_verdict(call: Call, facts: CaptureFacts) -> None:
+    verdict = classify_call(call, facts)
+    call.outcome, call.layer = verdict.outcome, verdict.layer
+    call.evidence = [*verdict.evidence, *call.evidence]
+    call.flags = sorted({*call.flags, *verdict.flags})
+    call.error_code, call.error_message = verdict.error_code, verdict.error_message
+
+
+def protocol_version(call: Call, facts: CaptureFacts) -> str | None:
+    params = (call.request.body or {}).get("params")
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    if isinstance(meta, dict) and isinstance(meta.get("io.modelcontextprotocol/protocolVersion"), str):
+        return meta["io.modelcontextprotocol/protocolVersion"]
+    return call.exchange.request_headers.get("mcp-protocol-version") or facts.versions.get(call.scope)
+
+
+def classify_call(call: Call, facts: CaptureFacts) -> Verdict:
+    exchange = call.exchange
+    evidence = [f"{exchange.method} {exchange.path}"]
+    if call.request.kind == "notification":
+        return _classify_notification(exchange, evidence)
+
+    # Transport: an HTTP answer, and a finished one.
+    if exchange.status is None and not call.responses:
+        evidence.append(f"no HTTP response: {exchange.error or 'the capture ends before one'}")
+        return Verdict("NO_RESPONSE", evidence)
+    if exchange.status is not None:
+        evidence.append(f"HTTP {exchange.status}")
+        if exchange.content_type:
+            evidence.append(f"content-type {exchange.content_type}")
+    if exchange.status is not None and not 200 <= exchange.status < 300:
+        return _classify_http_error(call, exchange.status, evidence)
+    answer = _final_answer(call, evidence)
+    if answer is None:
+        return _classify_unanswered(call, facts, evidence)
+
+    # Protocol: JSON, a JSON-RPC response, not an error.
+    flags = _answer_flags(call, answer, evidence)
+    if answer.kind == "invalid":
+        if answer.body is None and answer.problem and answer.problem.startswith("not JSON"):
+            evidence.append(f"response is {answer.problem}")
+            return Verdict("MALFORMED_JSON", evidence, flags)
+        evidence.append(f"invalid JSON-RPC response: {answer.problem}")
+        return Verdict("INVALID_ENVELOPE", evidence, flags)
+    if answer.kind == "error":
+        error = (answer.body or {})["error"]
+        evidence.append(f"JSON-RPC error {error['code']}: {error['message']}")
+        return Verdict("JSONRPC_ERROR", evidence, flags, error["code"], error["message"])
+    result = (answer.body or {}).get("result")
+    if call.method == "tools/call":
+        return _classify_tool_result(call, result, facts, evidence, flags)
+    if isinstance(result, dict) and result.get("resultType") == "input_required":
+        evidence.append('resultType "input_required": another round follows')
+        return Verdict("INPUT_REQUIRED", evidence, flags)
+    evidence.append("result")
+    return Verdict("SUCCESS", evidence, flags)
+
+
+def _classify_notification(exchange: Exchange, evidence: list[str]) -> Verdict:
+    if exchange.status is None:
+        evidence.append(f"no HTTP response: {exchange.error or 'the capture ends before one'}")
+        return Verdict("NO_RESPONSE", evidence)
+    evidence.append(f"HTTP {exchange.status}")
+    if 200 <= exchange.status < 300:
+        evidence.append("notification accepted")
+        return Verdict("ACCEPTED", evidence)
+    return Verdict("HTTP_ERROR", evidence)
+
+
+def _classify_http_error(call: Call, status: int, evidence: list[str]) -> Verdict:
+    on_exchange = [m for m in call.responses if m.exchange is call.exchange]
+    errors = [m for m in on_exchange if m.kind == "error"]
+    if errors:
+        error = (errors[0].body or {})["error"]
+        evidence.append(f"JSON-RPC error {error['code']}: {error['message']}")
+        flags = ["HTTP_STATUS_MISMATCH"] if 400 <= status < 500 else []
+        return Verdict("JSONRPC_ERROR", evidence, flags, error["code"], error["message"])
+    flags = []
+    if any(m.kind == "result" for m in on_exchange):
+        evidence.append(f"body holds a JSON-RPC result, but HTTP {status} failed the exchange")
+        flags.append("HTTP_STATUS_MISMATCH")
+    else:
+        evidence.append("body is not a JSON-RPC error")
+    return Verdict("HTTP_ERROR", evidence, flags)
+
+
+def _final_answer(call: Call, evidence: list[str]) -> Message | None:
+    answers = [m for m in call.responses if m.kind in ("result", "error", "invalid")]
+    if not answers:
+        return None
+    if len(answers) > 1:
+        call.flags.append("DUPLICATE_RESPONSE")
+        evidence.append(f"{len(answers)} responses to one request; the first counts")
+    return answers[0]
+
+
+def _answer_flags(call: Call, answer: Message, evidence: list[str]) -> list[str]:
+    if answer.exchange is call.exchange:
+        return []
+    carrier = answer.exchange
+    resumed = carrier.request_headers.get("last-event-id")
+    if carrier.method == "GET" and resumed is not None:
+        evidence.append(f"answer arrived on a resumed GET (Last-Event-ID {resumed})")
+        return ["LATE_RESPONSE"]
+    evidence.append(f"answer arrived on {carrier.method} {carrier.path}")
+    return []
+
+
+def _classify_unanswered(call: Call, facts: CaptureFacts, evidence: list[str]) -> Verdict:
+    exchange = call.exchange
+    if call.stray:
+        stray = call.stray[0]
+        evidence.append(f"response id {stray.id!r} does not match request id {call.request.id!r}")
+        return Verdict("INVALID_ENVELOPE", evidence)
+    cancelled = next((n for n in call.notifications if n.direction == C2S), None)
+    if exchange.is_event_stream:
+        events = sum(1 for n in call.notifications if n.exchange is exchange)
+        evidence.append(f"{events} events, no final response")
+        stream = exchange.stream
+        if stream is not None:
+            why = f" ({stream['error']})" if stream.get("error") else ""
+            evidence.append(f"stream ended: {stream.get('ended')}{why}")
+        elif exchange.error:
+            evidence.append(f"stream ended: {exchange.error}")
+        else:
+            evidence.append("capture without the addon: how the stream ended is not recorded")
+    elif exchange.status == 202:
+        evidence.append("202 Accepted; the answer never arrived on a stream in the capture")
+    else:
+        evidence.append("no JSON-RPC response in the body")
+    if cancelled is not None:
+        evidence.append("the client sent notifications/cancelled")
+        return Verdict("CANCELLED", evidence)
+    if protocol_version(call, facts) == MODERN and exchange.is_event_stream:
+        evidence.append("2026-07-28: a closed stream cancels the request (cancellation or loss)")
+    elif exchange.is_event_stream:
+        evidence.append("not resumed later in the capture")
+    if exchange.is_event_stream:
+        return Verdict("STREAM_INCOMPLETE", evidence)
+    if exchange.status == 202:
+        return Verdict("NO_RESPONSE", evidence)
+    return Verdict("MALFORMED_JSON", evidence)
+
+
+def _classify_tool_result(
+    call: Call, result: Any, facts: CaptureFacts, evidence: list[str], flags: list[str]
+) -> Verdict:
+    if not isinstance(result, dict):
+        evidence.append("tools/call result is not an object")
+        return Verdict("INVALID_TOOL_RESULT", evidence, flags)
+    # 2026-07-28: clients MUST treat an absent resultType as "complete".
+    result_type = result.get("resultType", "complete")
+    if result_type == "input_required":
+        evidence.append('resultType "input_required": another round follows')
+        return Verdict("INPUT_REQUIRED", evidence, flags)
+    if result_type != "complete":
+        evidence.append(f"unknown resultType {result_type!r}")
+        return Verdict("INVALID_TOOL_RESULT", evidence, flags)
+    content = result.get("content")
+    if not isinstance(content, list):
+        evidence.append(f"content is {type(content).__name__}, not an array")
+        return Verdict("INVALID_TOOL_RESULT", evidence, flags)
+    is_error = result.get("isError", False)
+    if not isinstance(is_error, bool):
+        evidence.append(f"isError is {type(is_error).__name__}, not a boolean")
+        return Verdict("INVALID_TOOL_RESULT", evidence, flags)
+    if is_error:
+        evidence.append("isError: true")
+        text = _first_text(content)
+        return Verdict("TOOL_ERROR", evidence, flags, error_message=text)
+    flags = [*flags, *_success_flags(call, result, content, facts, evidence)]
+    evidence.append("tool result complete" + ("" if "resultType" in result else " (no resultType: complete)"))
+    return Verdict("TOOL_SUCCESS", evidence, flags)
+
+
+def _first_text(content: list[Any]) -> str | None:
+    for block in content:
+        if isinstance(block, dict) and block.get("type") == "text" and isinstance(block.get("text"), str):
+            return block["text"][:500]
+    return None
+
+
+def _success_flags(
+    call: Call, result: dict[str, Any], content: list[Any], facts: CaptureFacts, evidence: list[str]
+) -> list[str]:
+    flags = []
+    structured = result.get("structuredContent")
+    if not content and structured is None:
+        evidence.append("isError false, but nothing returned")
+        flags.append("EMPTY_RESULT")
+    text = _first_text(content)
+    if text is not None and _reads_like_error(text):
+        evidence.append(f"isError false, but the content reads like an error: {text[:80]!r}")
+        flags.append("SUSPECT_SOFT_ERROR")
+    schema = (facts.tools.get(call.tool or "") or {}).get("outputSchema")
+    if isinstance(schema, dict):
+        problems = ["no structuredContent"] if structured is None else schema_problems(structured, schema)
+        if problems:
+            evidence.append(f"structuredContent breaks the tool's outputSchema: {'; '.join(problems)}")
+            flags.append("OUTPUT_SCHEMA_VIOLATION")
+    return flags
+
+
+def _reads_like_error(text: str) -> bool:
+    """A success whose text is an error object or an error message (the soft-error channel)."""
+    stripped = text.strip()
+    if stripped[:1] == "{":
+        try:
+            value = json.loads(stripped)
+        except ValueError:
+            return False
+        if isinstance(value, dict):
+            keys = {k.lower() for k in value}
+            return "error" in keys or ("code" in keys and "message" in keys) or value.get("ok") is False
+        return False
+    lowered = stripped[:40].lower()
+    return lowered.startswith(("error:", "error ", "exception", "traceback", "failed:"))

@@ -1,0 +1,143 @@
+"""Finding the JSON-RPC messages in an exchange: JSON bodies, batches and SSE events.
+
+Bodies are decoded first (gzip, deflate, br, zstd; any charset). Each SSE event
+gets its arrival time from the addon's record; a capture without one (plain
+mitmdump, HAR) gives every event the time the response ended.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from mitmproxy.net import encoding
+
+from addon.sse_framing import SseEvent, split_sse
+from analyzer.records import C2S, S2C, Exchange, Message
+
+
+@dataclass(slots=True)
+class Extracted:
+    """The messages of one exchange and what could not be read in it."""
+
+    messages: list[Message] = field(default_factory=list)
+    sse_events: list[SseEvent] = field(default_factory=list)
+    endpoint: str | None = None  # a 2024-11-05 stream's `endpoint` event
+    problems: list[str] = field(default_factory=list)
+
+
+def decode_body(body: bytes | None, headers: dict[str, str]) -> tuple[str | None, str | None]:
+    """The body as text, or (None, why not)."""
+    if not body:
+        return None, None
+    data = body
+    for coding in reversed([c.strip().lower() for c in headers.get("content-encoding", "").split(",") if c.strip()]):
+        if coding == "identity":
+            continue
+        try:
+            data = encoding.decode(data, coding)
+        except ValueError as e:
+            return None, f"cannot decode {coding} body: {e}"
+    charset = "utf-8"
+    for part in headers.get("content-type", "").split(";")[1:]:
+        name, _, value = part.strip().partition("=")
+        if name.lower() == "charset" and value:
+            charset = value.strip('"').lower()
+    try:
+        return data.decode(charset), None
+    except LookupError:
+        return data.decode("utf-8", "replace"), f"unknown charset {charset}, read as UTF-8"
+    except UnicodeDecodeError:
+        return data.decode(charset, "replace"), f"body is not valid {charset}"
+
+
+def message_from(
+    value: Any, exchange: Exchange, direction: str, t: float, event_id: str | None = None
+) -> Message:
+    """Judge one parsed JSON value as a JSON-RPC 2.0 message."""
+    if not isinstance(value, dict):
+        return Message(exchange, direction, "invalid", None, None, None, t, "not a JSON object", event_id)
+    rpc_id = value.get("id")
+    method = value.get("method") if isinstance(value.get("method"), str) else None
+    problem = None if value.get("jsonrpc") == "2.0" else "jsonrpc member is not \"2.0\""
+    if "method" in value:
+        if method is None:
+            return Message(exchange, direction, "invalid", rpc_id, None, value, t, "method is not a string", event_id)
+        if "id" not in value:
+            kind = "notification"
+        elif isinstance(rpc_id, str | int) and not isinstance(rpc_id, bool):
+            kind = "request"
+        else:
+            kind, problem = "invalid", f"request id {rpc_id!r} is not a string or an integer"
+    elif "result" in value and "error" in value:
+        kind, problem = "invalid", "both result and error"
+    elif "result" in value:
+        kind = "result"
+    elif "error" in value:
+        error = value["error"]
+        if isinstance(error, dict) and isinstance(error.get("code"), int) and isinstance(error.get("message"), str):
+            kind = "error"
+        else:
+            kind, problem = "invalid", "error is not an object with an integer code and a string message"
+    else:
+        kind, problem = "invalid", "neither method, result nor error"
+    if problem is not None and kind != "invalid":
+        kind = "invalid"
+    return Message(exchange, direction, kind, rpc_id, method, value, t, problem, event_id)
+
+
+def _messages_in_text(
+    text: str, exchange: Exchange, direction: str, t: float, event_id: str | None = None
+) -> list[Message]:
+    try:
+        value = json.loads(text)
+    except ValueError as e:
+        bad = Message(exchange, direction, "invalid", None, None, None, t, f"not JSON: {e}", event_id)
+        bad.raw = text[:500]
+        return [bad]
+    if isinstance(value, list):
+        if not value:
+            return [Message(exchange, direction, "invalid", None, None, None, t, "empty batch", event_id)]
+        return [message_from(item, exchange, direction, t, event_id) for item in value]
+    return [message_from(value, exchange, direction, t, event_id)]
+
+
+def extract_messages(exchange: Exchange) -> Extracted:
+    out = Extracted()
+    text, problem = decode_body(exchange.request_body, exchange.request_headers)
+    if problem:
+        out.problems.append(f"request: {problem}")
+    if text and text.strip():
+        out.messages.extend(_messages_in_text(text, exchange, C2S, exchange.t_request))
+    if exchange.status is None:
+        return out
+    text, problem = decode_body(exchange.response_body, exchange.response_headers)
+    if problem:
+        out.problems.append(f"response: {problem}")
+    if exchange.is_event_stream:
+        _extract_events(exchange, text or "", out)
+    elif text and text.strip() and (_looks_like_json(exchange, text)):
+        t = exchange.t_end or exchange.t_response or exchange.t_request
+        out.messages.extend(_messages_in_text(text, exchange, S2C, t))
+    return out
+
+
+def _looks_like_json(exchange: Exchange, text: str) -> bool:
+    """A JSON content type, or a body that starts like JSON (servers mislabel error bodies)."""
+    return "json" in exchange.content_type or text.lstrip()[:1] in ("{", "[")
+
+
+def _extract_events(exchange: Exchange, text: str, out: Extracted) -> None:
+    events, _ = split_sse(text.encode("utf-8"))
+    out.sse_events = events
+    times = (exchange.stream or {}).get("event_times") or []
+    fallback = exchange.t_end or exchange.t_error or exchange.t_response or exchange.t_request
+    for position, event in enumerate(events):
+        t = times[position] if position < len(times) and times[position] is not None else fallback
+        if event.event == "endpoint":
+            out.endpoint = event.data.strip()
+            continue
+        if not event.data:
+            continue  # priming event, or a retry-only event
+        out.messages.extend(_messages_in_text(event.data, exchange, S2C, t, event.id))

@@ -1,0 +1,168 @@
+"""Reading flow files into Exchange records, one flow at a time.
+
+The tnetstring records are decoded directly, without building mitmproxy Flow
+objects (half the cost of mitmproxy's FlowReader). Nothing read is lost
+silently: a flow that is not analyzed is listed in ``skipped`` with its reason,
+and a file that stops being readable is listed in ``problems`` with the offset
+and the reason, after every flow before that point has been read.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl
+
+from mitmproxy.io import compat, tnetstring
+
+from analyzer.records import Exchange
+
+METADATA_KEY = "mcp_blackbox"
+
+
+@dataclass
+class LoadReport:
+    """What was read, what was passed over and why."""
+
+    flows_read: int = 0
+    skipped: list[dict[str, Any]] = field(default_factory=list)
+    problems: list[dict[str, Any]] = field(default_factory=list)
+    sources: list[str] = field(default_factory=list)
+
+    def skip(self, source: str, index: int, flow_id: str | None, reason: str) -> None:
+        self.skipped.append({"source": source, "index": index, "flow_id": flow_id, "reason": reason})
+
+    def problem(self, source: str, reason: str, *, offset: int | None = None, flows_read: int = 0) -> None:
+        self.problems.append({"source": source, "reason": reason, "offset": offset, "flows_read": flows_read})
+
+
+def read_exchanges(paths: list[str | Path], report: LoadReport) -> Iterator[Exchange]:
+    for path in paths:
+        source = str(path)
+        report.sources.append(source)
+        try:
+            handle = open(path, "rb")  # noqa: SIM115 - closed below, after a generator that may stop early
+        except OSError as e:
+            report.problem(source, f"cannot open: {e.strerror or e}")
+            continue
+        with handle:
+            yield from _read_file(handle, source, report)
+
+
+def _read_file(handle: io.BufferedReader, source: str, report: LoadReport) -> Iterator[Exchange]:
+    head = handle.peek(4)[:4]
+    if not head:
+        report.problem(source, "empty file: no flows in it")
+        return
+    if head.startswith(b"{") or head.startswith(b"\xef\xbb\xbf{"):
+        yield from _read_har(handle, source, report)
+        return
+    index = 0
+    while True:
+        offset = handle.tell()
+        try:
+            state = tnetstring.load(handle)
+        except (ValueError, TypeError, IndexError) as e:
+            if str(e) != "not a tnetstring: empty file":
+                where = "truncated or corrupt" if index else "not a mitmproxy flow file"
+                report.problem(source, f"{where}: {e}", offset=offset, flows_read=index)
+            return
+        report.flows_read += 1
+        exchange = _exchange_from_state(state, source, index, report)
+        index += 1
+        if exchange is not None:
+            yield exchange
+
+
+def _read_har(handle: io.BufferedReader, source: str, report: LoadReport) -> Iterator[Exchange]:
+    """HAR files, through mitmproxy's own importer (it has no timing per SSE event)."""
+    from mitmproxy import exceptions
+    from mitmproxy.io import FlowReader
+
+    index = 0
+    try:
+        for flow in FlowReader(handle).stream():
+            report.flows_read += 1
+            exchange = _exchange_from_state(flow.get_state(), source, index, report)
+            index += 1
+            if exchange is not None:
+                yield exchange
+    except exceptions.FlowReadException as e:
+        report.problem(source, f"JSON but not a readable HAR file: {e}", flows_read=index)
+
+
+def _exchange_from_state(state: Any, source: str, index: int, report: LoadReport) -> Exchange | None:
+    if not isinstance(state, dict):
+        report.skip(source, index, None, "record is not a flow")
+        return None
+    flow_id = state.get("id") if isinstance(state.get("id"), str) else None
+    try:
+        state = compat.migrate_flow(state)
+    except (ValueError, KeyError, TypeError) as e:
+        report.skip(source, index, flow_id, f"flow format not readable by this mitmproxy: {e}")
+        return None
+    kind = state.get("type")
+    if kind != "http":
+        report.skip(source, index, flow_id, f"not an HTTP flow ({kind})")
+        return None
+    if state.get("websocket"):
+        report.skip(source, index, flow_id, "WebSocket flow: MCP does not use WebSocket")
+        return None
+    try:
+        return _exchange(state, source, index)
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        report.skip(source, index, flow_id, f"malformed HTTP flow record: {type(e).__name__}: {e}")
+        return None
+
+
+def _text(value: Any) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value or "")
+
+
+def _headers(fields: Any) -> dict[str, str]:
+    headers: dict[str, str] = {}
+    for name, value in fields or ():
+        key = _text(name).lower()
+        headers[key] = f"{headers[key]}, {_text(value)}" if key in headers else _text(value)
+    return headers
+
+
+def _exchange(state: dict[str, Any], source: str, index: int) -> Exchange:
+    request = state["request"]
+    path_and_query = _text(request["path"])
+    path, _, query = path_and_query.partition("?")
+    scheme, host, port = _text(request.get("scheme") or "http"), _text(request["host"]), int(request["port"])
+    metadata = state.get("metadata") or {}
+    record = metadata.get(METADATA_KEY) if isinstance(metadata, dict) else None
+    client_conn = state.get("client_conn") or {}
+    exchange = Exchange(
+        flow_id=state["id"],
+        source=source,
+        index=index,
+        method=_text(request["method"]),
+        url=f"{scheme}://{host}:{port}{path_and_query}",
+        path=path,
+        query=dict(parse_qsl(query)),
+        request_headers=_headers(request.get("headers")),
+        request_body=request.get("content"),
+        client_conn=client_conn.get("id"),
+        t_request=float(request.get("timestamp_start") or state.get("timestamp_created") or 0.0),
+        recorded_by_addon=isinstance(record, dict),
+    )
+    response = state.get("response")
+    if response:
+        exchange.status = int(response["status_code"])
+        exchange.response_headers = _headers(response.get("headers"))
+        exchange.response_body = response.get("content")
+        exchange.t_response = response.get("timestamp_start")
+        exchange.t_end = response.get("timestamp_end")
+    error = state.get("error")
+    if error:
+        exchange.error = _text(error.get("msg"))
+        exchange.t_error = error.get("timestamp")
+    if isinstance(record, dict) and isinstance(record.get("stream"), dict):
+        exchange.stream = record["stream"]
+    return exchange

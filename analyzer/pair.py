@@ -1,0 +1,138 @@
+"""Pairing requests with what answered them, keyed by (scope, direction, id).
+
+The scope is the MCP session (Mcp-Session-Id), else the 2024-11-05 SSE session
+(the ``session_id`` the ``endpoint`` event names), else the single HTTP exchange
+(2026-07-28 is stateless, and so is a 2025 server without sessions). Ids are never
+matched alone: both SDKs count from 0 in every session, and client and server
+number their requests independently.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from urllib.parse import parse_qsl, urlsplit
+
+from analyzer.records import C2S, S2C, Call, Exchange, Message
+
+PROGRESS = "notifications/progress"
+CANCELLED = "notifications/cancelled"
+
+
+def scope_of(exchange: Exchange, legacy_streams: dict[str, str]) -> str:
+    if session := exchange.session_id:
+        return f"session:{session}"
+    if session := exchange.legacy_session:
+        return f"sse-session:{session}"
+    if (session := legacy_streams.get(exchange.flow_id)) is not None:
+        return f"sse-session:{session}"
+    return f"exchange:{exchange.flow_id}"
+
+
+def legacy_session_of_endpoint(endpoint: str) -> str | None:
+    """The session an HTTP+SSE ``endpoint`` event names in its URL's query."""
+    query = dict(parse_qsl(urlsplit(endpoint).query))
+    return query.get("sessionId") or query.get("session_id")
+
+
+@dataclass
+class Pairing:
+    calls: list[Call] = field(default_factory=list)
+    orphans: list[Message] = field(default_factory=list)  # answers to no request in the capture
+    notices: list[Message] = field(default_factory=list)  # server notifications tied to no call
+
+
+def _opposite(direction: str) -> str:
+    return S2C if direction == C2S else C2S
+
+
+def pair_messages(messages: list[tuple[str, Message]]) -> Pairing:
+    """``messages``: (scope, message) in the order they happened."""
+    out = Pairing()
+    by_key: dict[tuple[str, str, str], Call] = {}
+    by_request_exchange: dict[str, list[Call]] = {}
+    by_progress_token: dict[tuple[str, str], Call] = {}
+    for scope, message in messages:
+        if message.kind == "request" or (message.kind == "notification" and message.direction == C2S):
+            call = Call(request=message, scope=scope)
+            call.add_exchange(message.exchange)
+            out.calls.append(call)
+            by_request_exchange.setdefault(message.exchange.flow_id, []).append(call)
+            if message.kind == "request":
+                key = (scope, message.direction, message.key_id)
+                if key in by_key:
+                    call.flags.append("ID_REUSED")
+                    call.evidence.append(f"id {message.id!r} was used before in {scope}")
+                by_key[key] = call
+                if (token := _progress_token(message)) is not None:
+                    by_progress_token[(scope, token)] = call
+            elif message.method == CANCELLED:
+                _attach_cancel(message, scope, by_key)
+            continue
+        if message.kind == "notification":
+            target = _notification_target(message, scope, by_progress_token, by_request_exchange)
+            if target is None:
+                out.notices.append(message)
+            else:
+                target.notifications.append(message)
+                target.add_exchange(message.exchange)
+            continue
+        # A result, an error, or something that should have been one.
+        key = (scope, _opposite(message.direction), message.key_id)
+        call = by_key.get(key) if message.id is not None else None
+        if call is None:
+            on_exchange = _answerable(by_request_exchange.get(message.exchange.flow_id, []), message)
+            if message.id is None or message.kind == "invalid":
+                # Unreadable, or an error without a usable id: it answers the exchange that carried it.
+                if on_exchange is not None:
+                    on_exchange.responses.append(message)
+                    continue
+            elif on_exchange is not None:
+                on_exchange.stray.append(message)
+            out.orphans.append(message)
+            continue
+        call.responses.append(message)
+        call.add_exchange(message.exchange)
+    return out
+
+
+def _answerable(calls: list[Call], message: Message) -> Call | None:
+    """The one request on this exchange that a response travelling the other way could answer."""
+    requests = [c for c in calls if c.request.kind == "request" and c.request.direction != message.direction]
+    return requests[0] if len(requests) == 1 else None
+
+
+def _progress_token(message: Message) -> str | None:
+    params = (message.body or {}).get("params")
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    token = meta.get("progressToken") if isinstance(meta, dict) else None
+    return f"{type(token).__name__}:{token}" if token is not None else None
+
+
+def _notification_target(
+    message: Message,
+    scope: str,
+    by_progress_token: dict[tuple[str, str], Call],
+    by_request_exchange: dict[str, list[Call]],
+) -> Call | None:
+    if message.method == PROGRESS:
+        params = (message.body or {}).get("params")
+        token = params.get("progressToken") if isinstance(params, dict) else None
+        if token is not None and (call := by_progress_token.get((scope, f"{type(token).__name__}:{token}"))):
+            return call
+    # Log messages and the like belong to the request whose stream carried them.
+    requests = [
+        c
+        for c in by_request_exchange.get(message.exchange.flow_id, [])
+        if c.request.kind == "request" and c.request.direction != message.direction
+    ]
+    return requests[0] if len(requests) == 1 else None
+
+
+def _attach_cancel(message: Message, scope: str, by_key: dict[tuple[str, str, str], Call]) -> None:
+    params = (message.body or {}).get("params")
+    request_id = params.get("requestId") if isinstance(params, dict) else None
+    if request_id is None:
+        return
+    target = by_key.get((scope, message.direction, f"{type(request_id).__name__}:{request_id}"))
+    if target is not None:
+        target.notifications.append(message)

@@ -1,0 +1,121 @@
+"""The records the pipeline passes along: Exchange -> Message -> Call.
+
+Plain data; every stage is a function from records to records.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+C2S = "client->server"
+S2C = "server->client"
+
+
+@dataclass(slots=True)
+class Exchange:
+    """One HTTP request and what came back (a response, an error, or nothing)."""
+
+    flow_id: str
+    source: str
+    index: int  # position in its file
+    method: str
+    url: str
+    path: str  # without the query
+    query: dict[str, str]
+    request_headers: dict[str, str]  # lower-case names; repeated headers joined with ", "
+    request_body: bytes | None
+    client_conn: str | None
+    t_request: float
+    status: int | None = None
+    response_headers: dict[str, str] = field(default_factory=dict)
+    response_body: bytes | None = None  # as on the wire (content-encoded)
+    t_response: float | None = None
+    t_end: float | None = None
+    error: str | None = None
+    t_error: float | None = None
+    stream: dict[str, Any] | None = None  # the addon's stream record, if any
+    recorded_by_addon: bool = False
+
+    @property
+    def content_type(self) -> str:
+        return self.response_headers.get("content-type", "").split(";")[0].strip().lower()
+
+    @property
+    def is_event_stream(self) -> bool:
+        return self.content_type == "text/event-stream"
+
+    @property
+    def session_id(self) -> str | None:
+        return self.request_headers.get("mcp-session-id") or self.response_headers.get("mcp-session-id")
+
+    @property
+    def legacy_session(self) -> str | None:
+        return self.query.get("sessionId") or self.query.get("session_id")
+
+
+@dataclass(slots=True)
+class Message:
+    """One JSON-RPC object (or what should have been one) found in a body or an SSE event."""
+
+    exchange: Exchange
+    direction: str  # C2S when sent in a request body, S2C when received in a response
+    kind: str  # request, notification, result, error, invalid
+    id: Any
+    method: str | None
+    body: dict[str, Any] | None  # the parsed object; None when it was not JSON
+    t: float
+    problem: str | None = None  # why it is not valid JSON-RPC, if it is not
+    event_id: str | None = None  # the SSE event id it came with
+    raw: str | None = None  # the text, kept only when it could not be parsed
+
+    @property
+    def key_id(self) -> str:
+        """The id as a pairing key: 1 and "1" are different ids in JSON-RPC."""
+        return f"{type(self.id).__name__}:{self.id}"
+
+
+@dataclass(slots=True)
+class Call:
+    """A request and everything that answered it."""
+
+    request: Message
+    scope: str
+    responses: list[Message] = field(default_factory=list)
+    notifications: list[Message] = field(default_factory=list)  # progress, log, cancel
+    exchanges: list[Exchange] = field(default_factory=list)  # every HTTP exchange that carried a part
+    stray: list[Message] = field(default_factory=list)  # answers on its exchange that name another id
+    outcome: str = ""
+    layer: str = ""
+    flags: list[str] = field(default_factory=list)
+    evidence: list[str] = field(default_factory=list)
+    error_code: int | None = None
+    error_message: str | None = None
+    retry_group: str | None = None
+    attempt: int = 1
+    retry_origin: str | None = None
+    retry_confidence: str | None = None
+
+    @property
+    def method(self) -> str | None:
+        return self.request.method
+
+    @property
+    def direction(self) -> str:
+        return self.request.direction
+
+    @property
+    def exchange(self) -> Exchange:
+        """The exchange that carried the request."""
+        return self.request.exchange
+
+    @property
+    def tool(self) -> str | None:
+        params = (self.request.body or {}).get("params")
+        if self.method == "tools/call" and isinstance(params, dict) and isinstance(params.get("name"), str):
+            return params["name"]
+        return None
+
+    def add_exchange(self, exchange: Exchange) -> None:
+        if all(e is not exchange for e in self.exchanges):
+            self.exchanges.append(exchange)
