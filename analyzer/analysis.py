@@ -54,7 +54,7 @@ class Analysis:
 
 
 def _mcp_reason(exchange: Exchange, extracted: Extracted, known: set[str]) -> str | None:
-    if extracted.messages:
+    if any(m.body is not None and "jsonrpc" in m.body for m in extracted.messages):
         return "JSON-RPC messages"
     if extracted.endpoint is not None:
         return "HTTP+SSE endpoint event"

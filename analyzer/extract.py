@@ -135,6 +135,7 @@ def _extract_events(exchange: Exchange, text: str, out: Extracted) -> None:
     fallback = exchange.t_end or exchange.t_error or exchange.t_response or exchange.t_request
     for position, event in enumerate(events):
         t = times[position] if position < len(times) and times[position] is not None else fallback
+        t = max(t, exchange.t_request)  # an answer cannot precede its request, whatever a clock said
         if event.event == "endpoint":
             out.endpoint = event.data.strip()
             continue
