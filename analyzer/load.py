@@ -1,7 +1,7 @@
 """Reading flow files into Exchange records, one flow at a time.
 
-The tnetstring records are decoded directly, without building mitmproxy Flow
-objects (half the cost of mitmproxy's FlowReader). Nothing read is lost
+The tnetstring records are decoded directly and only in the parts the analyzer
+reads, without building mitmproxy Flow objects. Nothing read is lost
 silently: a flow that is not analyzed is listed in ``skipped`` with its reason,
 and a file that stops being readable is listed in ``problems`` with the offset
 and the reason, after every flow before that point has been read.
@@ -16,9 +16,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl
 
-from mitmproxy.io import compat, tnetstring
+from mitmproxy.io import compat
+from mitmproxy.version import FLOW_FORMAT_VERSION
 
 from analyzer.records import Exchange
+from analyzer.tnetstring_reader import FLOW_FIELDS, RecordError, decode, read_record
 
 METADATA_KEY = "mcp_blackbox"
 
@@ -64,17 +66,33 @@ def _read_file(handle: io.BufferedReader, source: str, report: LoadReport) -> It
     while True:
         offset = handle.tell()
         try:
-            state = tnetstring.load(handle)
-        except (ValueError, TypeError, IndexError) as e:
-            if str(e) != "not a tnetstring: empty file":
-                where = "truncated or corrupt" if index else "not a mitmproxy flow file"
-                report.problem(source, f"{where}: {e}", offset=offset, flows_read=index)
+            record = read_record(handle)
+            if record is None:
+                return
+            state = _decode_flow(record)
+        except RecordError as e:
+            where = "truncated or corrupt" if index else "not a mitmproxy flow file"
+            report.problem(source, f"{where}: {e}", offset=offset, flows_read=index)
             return
+        except (ValueError, TypeError, IndexError, UnicodeDecodeError) as e:
+            # The record was framed, so the rest of the file can still be read.
+            report.flows_read += 1
+            report.skip(source, index, None, f"unreadable flow record: {e}")
+            index += 1
+            continue
         report.flows_read += 1
         exchange = _exchange_from_state(state, source, index, report)
         index += 1
         if exchange is not None:
             yield exchange
+
+
+def _decode_flow(record: bytes) -> Any:
+    """Only the fields the analyzer reads; an older format is decoded whole for mitmproxy to migrate."""
+    state = decode(record, FLOW_FIELDS)
+    if isinstance(state, dict) and state.get("version") != FLOW_FORMAT_VERSION:
+        state = decode(record)
+    return state
 
 
 def _read_har(handle: io.BufferedReader, source: str, report: LoadReport) -> Iterator[Exchange]:
