@@ -1,11 +1,11 @@
 """Offline analyzer of MCP captures: load, extract, pair, classify, retries, export, report.
 
-    from analyzer import analyze
-    result = analyze(["capture.flows"])
-    result.calls          # one dict per call (the export contract)
-    result.calls_frame    # the same as a pandas DataFrame
-    result.skipped        # flows not analyzed, with the reason
-    result.read_problems  # where and why a file stopped being readable
+from analyzer import analyze
+result = analyze(["capture.flows"])
+result.calls          # one dict per call (the export contract)
+result.calls_frame    # the same as a pandas DataFrame
+result.skipped        # flows not analyzed, with the reason
+result.read_problems  # where and why a file stopped being readable
 """
 
 from analyzer.analysis import Analysis, analyze

@@ -16,7 +16,7 @@ from analyzer.classify import CaptureFacts, apply_verdict, protocol_version
 from analyzer.extract import Extracted, extract_messages
 from analyzer.load import LoadReport, read_exchanges
 from analyzer.pair import legacy_session_of_endpoint, pair_messages, scope_of
-from analyzer.records import Call, Exchange, Message
+from analyzer.records import C2S, Call, Exchange, Message
 
 
 @dataclass
@@ -65,16 +65,20 @@ def _mcp_reason(exchange: Exchange, extracted: Extracted, known: set[str]) -> st
     return None
 
 
-def analyze(paths: Iterable[str | Path], *, keep_bodies: bool = False) -> Analysis:
-    """Analyze flow files (from the addon, plain mitmdump or HAR) into calls with verdicts."""
+def analyze(paths: Iterable[str | Path], *, keep_details: bool = False) -> Analysis:
+    """Analyze flow files (from the addon, plain mitmdump or HAR) into calls with verdicts.
+
+    ``keep_details`` keeps bodies, every header and the addon's per-chunk record (for a report);
+    without it only what the verdicts need is held, so large captures fit in memory.
+    """
     report = LoadReport()
     exchanges: list[Exchange] = []
-    timeline: list[tuple[float, int, str, Message]] = []
+    timeline: list[Message] = []
     legacy_streams: dict[str, str] = {}
     known: set[str] = set()
     sse_without_times = 0
-    for exchange in read_exchanges(list(paths), report):
-        extracted = extract_messages(exchange)
+    for exchange in read_exchanges(list(paths), report, keep_all=keep_details):
+        extracted = extract_messages(exchange, whole=keep_details)
         reason = _mcp_reason(exchange, extracted, known)
         if reason is None:
             report.skip(exchange.source, exchange.index, exchange.flow_id, _not_mcp(exchange))
@@ -85,20 +89,23 @@ def analyze(paths: Iterable[str | Path], *, keep_bodies: bool = False) -> Analys
             legacy_streams[exchange.flow_id] = session
         if exchange.is_event_stream and (exchange.stream or {}).get("event_times") is None:
             sse_without_times += 1
-        scope = scope_of(exchange, legacy_streams)
-        for message in extracted.messages:
-            # Requests sort before answers stamped with the same instant.
-            timeline.append((message.t, 0 if message.direction == "client->server" else 1, scope, message))
-        if not keep_bodies:
+        exchange.scope = scope_of(exchange, legacy_streams)
+        timeline.extend(extracted.messages)
+        if not keep_details:
             exchange.request_body = exchange.response_body = None
-    timeline.sort(key=lambda item: (item[0], item[1]))
-    pairing = pair_messages([(scope, message) for _, _, scope, message in timeline])
-    calls = pairing.calls + [_orphan_call(m, scope_of(m.exchange, legacy_streams)) for m in pairing.orphans]
+            if exchange.stream is not None:  # event times are in the messages now
+                exchange.stream = {k: exchange.stream.get(k) for k in ("ended", "error", "dropped_bytes")}
+    # Requests sort before answers stamped with the same instant.
+    timeline.sort(key=lambda m: (m.t, m.direction != C2S))
+    pairing = pair_messages(timeline)
+    del timeline
+    calls = pairing.calls + [_orphan_call(m) for m in pairing.orphans]
     facts = gather_facts(calls)
     for call in calls:
-        if call.outcome:
-            continue
-        apply_verdict(call, facts)
+        if not call.outcome:
+            apply_verdict(call, facts)
+        if not keep_details:
+            _drop_answer_bodies(call)
     calls.sort(key=lambda c: c.request.t)
     notes = []
     if sse_without_times:
@@ -110,12 +117,19 @@ def analyze(paths: Iterable[str | Path], *, keep_bodies: bool = False) -> Analys
     return Analysis(calls, exchanges, report, facts, notes)
 
 
+def _drop_answer_bodies(call: Call) -> None:
+    """Once judged, a call's answers are only times and kinds to the export; the request stays whole."""
+    for message in (*call.responses, *call.notifications, *call.stray):
+        message.body = None
+
+
 def _not_mcp(exchange: Exchange) -> str:
     what = exchange.content_type or "no response" if exchange.status is None else exchange.content_type or "no body"
     return f"not MCP: {exchange.method} {exchange.path} ({what}) has no JSON-RPC message, MCP header or MCP endpoint"
 
 
-def _orphan_call(message: Message, scope: str) -> Call:
+def _orphan_call(message: Message) -> Call:
+    scope = message.exchange.scope
     call = Call(request=message, scope=scope)
     call.add_exchange(message.exchange)
     call.outcome, call.layer = "INVALID_ENVELOPE", "protocol"

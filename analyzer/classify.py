@@ -250,7 +250,9 @@ def _success_flags(
         evidence.append(f"isError false, but the content reads like an error: {text[:80]!r}")
         flags.append("SUSPECT_SOFT_ERROR")
     schema = (facts.tools.get(call.tool or "") or {}).get("outputSchema")
-    if isinstance(schema, dict):
+    if isinstance(schema, dict) and result.get("structuredContentOmitted"):
+        evidence.append("structuredContent too large to check against the outputSchema")
+    elif isinstance(schema, dict):
         problems = ["no structuredContent"] if structured is None else schema_problems(structured, schema)
         if problems:
             evidence.append(f"structuredContent breaks the tool's outputSchema: {'; '.join(problems)}")

@@ -71,7 +71,7 @@ def load_or_explain(paths: list[str]) -> Analysis | None:
     if analysis.skipped:
         print(
             f"mcp-blackbox: {len(analysis.skipped)} of {analysis.flows_read} flow(s) skipped "
-            "(reasons in the export's \"skipped\" list)",
+            '(reasons in the export\'s "skipped" list)',
             file=sys.stderr,
         )
     for note in analysis.notes:
@@ -103,9 +103,7 @@ def run_summary(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="mcp-blackbox", description="Record and analyze MCP traffic (HTTP and SSE)."
-    )
+    parser = argparse.ArgumentParser(prog="mcp-blackbox", description="Record and analyze MCP traffic (HTTP and SSE).")
     commands = parser.add_subparsers(dest="command", required=True)
 
     record = commands.add_parser(
@@ -127,9 +125,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     record.set_defaults(run=run_record)
 
-    export = commands.add_parser(
-        "export", help="one record per call, with its verdict and evidence, as JSON or CSV"
-    )
+    export = commands.add_parser("export", help="one record per call, with its verdict and evidence, as JSON or CSV")
     export.add_argument("captures", nargs="+", metavar="CAPTURE", help="flow files (addon, plain mitmdump or HAR)")
     export.add_argument("--format", choices=["json", "csv"], default="json")
     export.add_argument("-o", "--output", default="-", metavar="FILE", help="output file, - for stdout (default)")

@@ -1,55 +1,83 @@
-"""The export contract (DESIGN.md): calls, retry groups, summary and skipped flows, as JSON or CSV."""
+"""The export contract (DESIGN.md): calls, retry groups, summary and skipped flows, as JSON or CSV.
+
+Records are built and written one call at a time, so exporting a large capture
+does not hold a second copy of it in memory.
+"""
 
 from __future__ import annotations
 
 import csv
 import json
 from collections import Counter
+from collections.abc import Iterable, Iterator
 from typing import IO, Any
 
 from analyzer.analysis import Analysis
-from analyzer.call_record import COLUMNS
+from analyzer.call_record import COLUMNS, call_record
+from analyzer.classify import protocol_version
+
+COUNTED = {"by_outcome": "outcome", "by_layer": "layer", "by_method": "method", "by_tool": "tool"}
 
 
-def summarize(analysis: Analysis, records: list[dict[str, Any]]) -> dict[str, Any]:
-    def count(key: str) -> dict[str, int]:
-        return dict(Counter(str(r[key]) for r in records if r[key] is not None).most_common())
+class Tally:
+    """Counts by outcome, layer, method, tool and flag, fed one record at a time."""
 
-    return {
-        "flows_read": analysis.flows_read,
-        "flows_analyzed": analysis.analyzed,
-        "flows_skipped": len(analysis.skipped),
-        "calls": len(records),
-        "by_outcome": count("outcome"),
-        "by_layer": count("layer"),
-        "by_method": count("method"),
-        "by_tool": count("tool"),
-        "flags": dict(Counter(f for r in records for f in r["flags"]).most_common()),
-        "read_problems": analysis.read_problems,
-        "notes": analysis.notes,
-    }
+    def __init__(self) -> None:
+        self.calls = 0
+        self.counts = {name: Counter[str]() for name in COUNTED}
+        self.flags = Counter[str]()
+
+    def add(self, record: dict[str, Any]) -> dict[str, Any]:
+        self.calls += 1
+        for name, key in COUNTED.items():
+            if record[key] is not None:
+                self.counts[name][str(record[key])] += 1
+        self.flags.update(record["flags"])
+        return record
+
+    def summary(self, analysis: Analysis) -> dict[str, Any]:
+        return {
+            "flows_read": analysis.flows_read,
+            "flows_analyzed": analysis.analyzed,
+            "flows_skipped": len(analysis.skipped),
+            "calls": self.calls,
+            **{name: dict(counter.most_common()) for name, counter in self.counts.items()},
+            "flags": dict(self.flags.most_common()),
+            "read_problems": analysis.read_problems,
+            "notes": analysis.notes,
+        }
 
 
-def export_document(analysis: Analysis) -> dict[str, Any]:
-    records = analysis.calls
-    return {
-        "calls": records,
-        "retry_groups": [],
-        "summary": summarize(analysis, records),
-        "skipped": analysis.skipped,
-    }
+def summarize(analysis: Analysis, records: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    tally = Tally()
+    for record in records:
+        tally.add(record)
+    return tally.summary(analysis)
+
+
+def iter_records(analysis: Analysis) -> Iterator[dict[str, Any]]:
+    """The calls' export records, built one at a time (``analysis.calls`` keeps them all)."""
+    for number, call in enumerate(analysis.call_objects, 1):
+        yield call_record(call, number, protocol_version(call, analysis.facts))
 
 
 def write_json(analysis: Analysis, out: IO[str]) -> None:
-    json.dump(export_document(analysis), out, indent=1, default=str)
-    out.write("\n")
+    tally = Tally()
+    out.write('{"calls": [')
+    for number, record in enumerate(iter_records(analysis)):
+        out.write(",\n " if number else "\n ")
+        out.write(json.dumps(tally.add(record), default=str))
+    out.write('\n],\n"retry_groups": [],\n"summary": ')
+    out.write(json.dumps(tally.summary(analysis), indent=1, default=str))
+    out.write(',\n"skipped": ')
+    out.write(json.dumps(analysis.skipped, indent=1, default=str))
+    out.write("}\n")
 
 
 def write_csv(analysis: Analysis, out: IO[str]) -> None:
     writer = csv.DictWriter(out, fieldnames=COLUMNS)
     writer.writeheader()
-    for record in analysis.calls:
-        row = dict(record)
+    for record in iter_records(analysis):
         for key in ("flags", "exchanges", "evidence"):
-            row[key] = json.dumps(row[key])
-        writer.writerow(row)
+            record[key] = json.dumps(record[key])
+        writer.writerow(record)

@@ -15,6 +15,7 @@ from mitmproxy.net import encoding
 
 from addon.sse_framing import SseEvent, split_sse
 from analyzer.records import C2S, S2C, Exchange, Message
+from analyzer.slim import slim_message
 
 
 @dataclass(slots=True)
@@ -53,14 +54,14 @@ def decode_body(body: bytes | None, headers: dict[str, str]) -> tuple[str | None
 
 
 def message_from(
-    value: Any, exchange: Exchange, direction: str, t: float, event_id: str | None = None
+    value: Any, exchange: Exchange, direction: str, t: float, event_id: str | None = None, *, whole: bool = False
 ) -> Message:
-    """Judge one parsed JSON value as a JSON-RPC 2.0 message."""
+    """Judge one parsed JSON value as a JSON-RPC 2.0 message; ``whole`` keeps it unslimmed."""
     if not isinstance(value, dict):
         return Message(exchange, direction, "invalid", None, None, None, t, "not a JSON object", event_id)
     rpc_id = value.get("id")
     method = value.get("method") if isinstance(value.get("method"), str) else None
-    problem = None if value.get("jsonrpc") == "2.0" else "jsonrpc member is not \"2.0\""
+    problem = None if value.get("jsonrpc") == "2.0" else 'jsonrpc member is not "2.0"'
     if "method" in value:
         if method is None:
             return Message(exchange, direction, "invalid", rpc_id, None, value, t, "method is not a string", event_id)
@@ -84,11 +85,12 @@ def message_from(
         kind, problem = "invalid", "neither method, result nor error"
     if problem is not None and kind != "invalid":
         kind = "invalid"
-    return Message(exchange, direction, kind, rpc_id, method, value, t, problem, event_id)
+    body = value if whole else slim_message(value)
+    return Message(exchange, direction, kind, rpc_id, method, body, t, problem, event_id)
 
 
 def _messages_in_text(
-    text: str, exchange: Exchange, direction: str, t: float, event_id: str | None = None
+    text: str, exchange: Exchange, direction: str, t: float, event_id: str | None = None, *, whole: bool = False
 ) -> list[Message]:
     try:
         value = json.loads(text)
@@ -99,27 +101,28 @@ def _messages_in_text(
     if isinstance(value, list):
         if not value:
             return [Message(exchange, direction, "invalid", None, None, None, t, "empty batch", event_id)]
-        return [message_from(item, exchange, direction, t, event_id) for item in value]
-    return [message_from(value, exchange, direction, t, event_id)]
+        return [message_from(item, exchange, direction, t, event_id, whole=whole) for item in value]
+    return [message_from(value, exchange, direction, t, event_id, whole=whole)]
 
 
-def extract_messages(exchange: Exchange) -> Extracted:
+def extract_messages(exchange: Exchange, *, whole: bool = False) -> Extracted:
+    """``whole`` keeps every message as parsed (for a report's details) instead of slimmed."""
     out = Extracted()
     text, problem = decode_body(exchange.request_body, exchange.request_headers)
     if problem:
         out.problems.append(f"request: {problem}")
     if text and text.strip():
-        out.messages.extend(_messages_in_text(text, exchange, C2S, exchange.t_request))
+        out.messages.extend(_messages_in_text(text, exchange, C2S, exchange.t_request, whole=whole))
     if exchange.status is None:
         return out
     text, problem = decode_body(exchange.response_body, exchange.response_headers)
     if problem:
         out.problems.append(f"response: {problem}")
     if exchange.is_event_stream:
-        _extract_events(exchange, text or "", out)
+        _extract_events(exchange, text or "", out, whole)
     elif text and text.strip() and (_looks_like_json(exchange, text)):
         t = exchange.t_end or exchange.t_response or exchange.t_request
-        out.messages.extend(_messages_in_text(text, exchange, S2C, t))
+        out.messages.extend(_messages_in_text(text, exchange, S2C, t, whole=whole))
     return out
 
 
@@ -128,7 +131,7 @@ def _looks_like_json(exchange: Exchange, text: str) -> bool:
     return "json" in exchange.content_type or text.lstrip()[:1] in ("{", "[")
 
 
-def _extract_events(exchange: Exchange, text: str, out: Extracted) -> None:
+def _extract_events(exchange: Exchange, text: str, out: Extracted, whole: bool) -> None:
     events, _ = split_sse(text.encode("utf-8"))
     out.sse_events = events
     times = (exchange.stream or {}).get("event_times") or []
@@ -141,4 +144,4 @@ def _extract_events(exchange: Exchange, text: str, out: Extracted) -> None:
             continue
         if not event.data:
             continue  # priming event, or a retry-only event
-        out.messages.extend(_messages_in_text(event.data, exchange, S2C, t, event.id))
+        out.messages.extend(_messages_in_text(event.data, exchange, S2C, t, event.id, whole=whole))

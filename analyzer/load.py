@@ -10,6 +10,7 @@ and the reason, after every flow before that point has been read.
 from __future__ import annotations
 
 import io
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +24,8 @@ from analyzer.records import Exchange
 from analyzer.tnetstring_reader import FLOW_FIELDS, RecordError, decode, read_record
 
 METADATA_KEY = "mcp_blackbox"
+# What the analysis reads of the addon's stream record (the per-chunk list is for the report).
+STREAM_FIELDS = ("ended", "error", "end_time", "event_times", "bytes", "dropped_bytes")
 
 
 @dataclass
@@ -41,7 +44,8 @@ class LoadReport:
         self.problems.append({"source": source, "reason": reason, "offset": offset, "flows_read": flows_read})
 
 
-def read_exchanges(paths: list[str | Path], report: LoadReport) -> Iterator[Exchange]:
+def read_exchanges(paths: list[str | Path], report: LoadReport, *, keep_all: bool = False) -> Iterator[Exchange]:
+    """``keep_all``: every header and the whole stream record, for a report's details."""
     for path in paths:
         source = str(path)
         report.sources.append(source)
@@ -51,16 +55,16 @@ def read_exchanges(paths: list[str | Path], report: LoadReport) -> Iterator[Exch
             report.problem(source, f"cannot open: {e.strerror or e}")
             continue
         with handle:
-            yield from _read_file(handle, source, report)
+            yield from _read_file(handle, source, report, keep_all)
 
 
-def _read_file(handle: io.BufferedReader, source: str, report: LoadReport) -> Iterator[Exchange]:
+def _read_file(handle: io.BufferedReader, source: str, report: LoadReport, keep_all: bool) -> Iterator[Exchange]:
     head = handle.peek(4)[:4]
     if not head:
         report.problem(source, "empty file: no flows in it")
         return
     if head.startswith(b"{") or head.startswith(b"\xef\xbb\xbf{"):
-        yield from _read_har(handle, source, report)
+        yield from _read_har(handle, source, report, keep_all)
         return
     index = 0
     while True:
@@ -81,7 +85,7 @@ def _read_file(handle: io.BufferedReader, source: str, report: LoadReport) -> It
             index += 1
             continue
         report.flows_read += 1
-        exchange = _exchange_from_state(state, source, index, report)
+        exchange = _exchange_from_state(state, source, index, report, keep_all)
         index += 1
         if exchange is not None:
             yield exchange
@@ -95,7 +99,7 @@ def _decode_flow(record: bytes) -> Any:
     return state
 
 
-def _read_har(handle: io.BufferedReader, source: str, report: LoadReport) -> Iterator[Exchange]:
+def _read_har(handle: io.BufferedReader, source: str, report: LoadReport, keep_all: bool) -> Iterator[Exchange]:
     """HAR files, through mitmproxy's own importer (it has no timing per SSE event)."""
     from mitmproxy import exceptions
     from mitmproxy.io import FlowReader
@@ -104,7 +108,7 @@ def _read_har(handle: io.BufferedReader, source: str, report: LoadReport) -> Ite
     try:
         for flow in FlowReader(handle).stream():
             report.flows_read += 1
-            exchange = _exchange_from_state(flow.get_state(), source, index, report)
+            exchange = _exchange_from_state(flow.get_state(), source, index, report, keep_all)
             index += 1
             if exchange is not None:
                 yield exchange
@@ -112,7 +116,7 @@ def _read_har(handle: io.BufferedReader, source: str, report: LoadReport) -> Ite
         report.problem(source, f"JSON but not a readable HAR file: {e}", flows_read=index)
 
 
-def _exchange_from_state(state: Any, source: str, index: int, report: LoadReport) -> Exchange | None:
+def _exchange_from_state(state: Any, source: str, index: int, report: LoadReport, keep_all: bool) -> Exchange | None:
     if not isinstance(state, dict):
         report.skip(source, index, None, "record is not a flow")
         return None
@@ -130,7 +134,7 @@ def _exchange_from_state(state: Any, source: str, index: int, report: LoadReport
         report.skip(source, index, flow_id, "WebSocket flow: MCP does not use WebSocket")
         return None
     try:
-        return _exchange(state, source, index)
+        return _exchange(state, source, index, keep_all)
     except (KeyError, TypeError, ValueError, AttributeError) as e:
         report.skip(source, index, flow_id, f"malformed HTTP flow record: {type(e).__name__}: {e}")
         return None
@@ -140,15 +144,38 @@ def _text(value: Any) -> str:
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value or "")
 
 
-def _headers(fields: Any) -> dict[str, str]:
+# The headers a verdict or a retry can depend on. The rest stay in the file: a capture of
+# 100,000 calls holds millions of header values, and the analysis must fit in memory.
+ANALYZED_HEADERS = frozenset(
+    {
+        "content-type",
+        "content-encoding",
+        "mcp-session-id",
+        "mcp-protocol-version",
+        "mcp-method",
+        "mcp-name",
+        "last-event-id",
+        "retry-after",
+        "user-agent",
+        "www-authenticate",
+        "x-envoy-attempt-count",
+        "authorization",
+    }
+)
+
+
+def _headers(fields: Any, keep_all: bool) -> dict[str, str]:
     headers: dict[str, str] = {}
     for name, value in fields or ():
         key = _text(name).lower()
-        headers[key] = f"{headers[key]}, {_text(value)}" if key in headers else _text(value)
+        if keep_all or key in ANALYZED_HEADERS:
+            # Interned: the same names and values (session ids, content types) recur in every exchange.
+            key = sys.intern(key)
+            headers[key] = f"{headers[key]}, {_text(value)}" if key in headers else sys.intern(_text(value))
     return headers
 
 
-def _exchange(state: dict[str, Any], source: str, index: int) -> Exchange:
+def _exchange(state: dict[str, Any], source: str, index: int, keep_all: bool) -> Exchange:
     request = state["request"]
     path_and_query = _text(request["path"])
     path, _, query = path_and_query.partition("?")
@@ -164,7 +191,7 @@ def _exchange(state: dict[str, Any], source: str, index: int) -> Exchange:
         url=f"{scheme}://{host}:{port}{path_and_query}",
         path=path,
         query=dict(parse_qsl(query)),
-        request_headers=_headers(request.get("headers")),
+        request_headers=_headers(request.get("headers"), keep_all),
         request_body=request.get("content"),
         client_conn=client_conn.get("id"),
         t_request=float(request.get("timestamp_start") or state.get("timestamp_created") or 0.0),
@@ -173,7 +200,7 @@ def _exchange(state: dict[str, Any], source: str, index: int) -> Exchange:
     response = state.get("response")
     if response:
         exchange.status = int(response["status_code"])
-        exchange.response_headers = _headers(response.get("headers"))
+        exchange.response_headers = _headers(response.get("headers"), keep_all)
         exchange.response_body = response.get("content")
         exchange.t_response = response.get("timestamp_start")
         exchange.t_end = response.get("timestamp_end")
@@ -182,5 +209,6 @@ def _exchange(state: dict[str, Any], source: str, index: int) -> Exchange:
         exchange.error = _text(error.get("msg"))
         exchange.t_error = error.get("timestamp")
     if isinstance(record, dict) and isinstance(record.get("stream"), dict):
-        exchange.stream = record["stream"]
+        stream = record["stream"]
+        exchange.stream = stream if keep_all else {k: stream.get(k) for k in STREAM_FIELDS}
     return exchange

@@ -45,13 +45,14 @@ def _opposite(direction: str) -> str:
     return S2C if direction == C2S else C2S
 
 
-def pair_messages(messages: list[tuple[str, Message]]) -> Pairing:
-    """``messages``: (scope, message) in the order they happened."""
+def pair_messages(messages: list[Message]) -> Pairing:
+    """``messages`` in the order they happened, each in the scope of its exchange."""
     out = Pairing()
     by_key: dict[tuple[str, str, str], Call] = {}
     by_request_exchange: dict[str, list[Call]] = {}
     by_progress_token: dict[tuple[str, str], Call] = {}
-    for scope, message in messages:
+    for message in messages:
+        scope = message.exchange.scope
         if message.kind == "request" or (message.kind == "notification" and message.direction == C2S):
             call = Call(request=message, scope=scope)
             call.add_exchange(message.exchange)

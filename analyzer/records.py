@@ -36,6 +36,7 @@ class Exchange:
     t_error: float | None = None
     stream: dict[str, Any] | None = None  # the addon's stream record, if any
     recorded_by_addon: bool = False
+    scope: str = ""  # the pairing scope of its messages (see analyzer.pair.scope_of)
 
     @property
     def content_type(self) -> str:

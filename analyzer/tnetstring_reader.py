@@ -36,18 +36,29 @@ class RecordError(ValueError):
 
 
 def read_record(handle: BinaryIO) -> bytes | None:
-    """The next record's bytes (length prefix and type tag included); None at the end of the file."""
-    head = handle.peek(MAX_PREFIX + 1)[: MAX_PREFIX + 1]  # type: ignore[attr-defined]
-    if not head:
-        return None
-    colon = head.find(b":")
-    if colon <= 0 or not head[:colon].isdigit():
+    """The next record's payload and type tag (its length prefix read off); None at the end of the file."""
+    digits = b""
+    while True:
+        # peek() may return less than asked near the end of its buffer: gather the prefix piecewise.
+        head = handle.peek(MAX_PREFIX + 1)[: MAX_PREFIX + 1 - len(digits)]  # type: ignore[attr-defined]
+        if not head:
+            if digits:
+                raise RecordError("record cut short inside its length prefix")
+            return None
+        colon = head.find(b":")
+        handle.read(len(head) if colon < 0 else colon + 1)
+        digits += head if colon < 0 else head[:colon]
+        if colon >= 0:
+            break
+        if len(digits) > MAX_PREFIX:
+            raise RecordError("not a tnetstring: missing or invalid length prefix")
+    if not digits.isdigit():
         raise RecordError("not a tnetstring: missing or invalid length prefix")
-    size = colon + 1 + int(head[:colon]) + 1
+    size = int(digits) + 1
     record = handle.read(size)
     if len(record) < size:
         raise RecordError(f"record cut short: {len(record)} of {size} bytes")
-    return record
+    return digits + b":" + record
 
 
 def decode(record: bytes, want: Want = True) -> Any:
