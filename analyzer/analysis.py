@@ -60,7 +60,7 @@ def _mcp_reason(exchange: Exchange, extracted: Extracted, known: set[str]) -> st
         return "HTTP+SSE endpoint event"
     if any(name in exchange.request_headers for name in MCP_REQUEST_HEADERS) or exchange.session_id:
         return "MCP headers"
-    if exchange.url.split("?")[0] in known:
+    if exchange.endpoint in known:
         return "an endpoint seen speaking MCP"
     return None
 
@@ -83,7 +83,7 @@ def analyze(paths: Iterable[str | Path], *, keep_details: bool = False) -> Analy
         if reason is None:
             report.skip(exchange.source, exchange.index, exchange.flow_id, _not_mcp(exchange))
             continue
-        known.add(exchange.url.split("?")[0])
+        known.add(exchange.endpoint)
         exchanges.append(exchange)
         if extracted.endpoint is not None and (session := legacy_session_of_endpoint(extracted.endpoint)):
             legacy_streams[exchange.flow_id] = session

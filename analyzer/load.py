@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import io
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -24,6 +25,7 @@ from analyzer.records import Exchange
 from analyzer.tnetstring_reader import FLOW_FIELDS, RecordError, decode, read_record
 
 METADATA_KEY = "mcp_blackbox"
+NO_QUERY: Mapping[str, str] = MappingProxyType({})  # shared by the many exchanges without a query
 # What the analysis reads of the addon's stream record (the per-chunk list is for the report).
 STREAM_FIELDS = ("ended", "error", "end_time", "event_times", "bytes", "dropped_bytes")
 
@@ -187,10 +189,10 @@ def _exchange(state: dict[str, Any], source: str, index: int, keep_all: bool) ->
         flow_id=state["id"],
         source=source,
         index=index,
-        method=_text(request["method"]),
-        url=f"{scheme}://{host}:{port}{path_and_query}",
-        path=path,
-        query=dict(parse_qsl(query)),
+        method=sys.intern(_text(request["method"])),
+        endpoint=sys.intern(f"{scheme}://{host}:{port}{path}"),
+        path=sys.intern(path),
+        query=dict(parse_qsl(query)) if query else NO_QUERY,
         request_headers=_headers(request.get("headers"), keep_all),
         request_body=request.get("content"),
         client_conn=client_conn.get("id"),

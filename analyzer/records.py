@@ -5,8 +5,10 @@ Plain data; every stage is a function from records to records.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlencode
 
 C2S = "client->server"
 S2C = "server->client"
@@ -20,9 +22,9 @@ class Exchange:
     source: str
     index: int  # position in its file
     method: str
-    url: str
+    endpoint: str  # scheme://host:port/path, without the query
     path: str  # without the query
-    query: dict[str, str]
+    query: Mapping[str, str]
     request_headers: dict[str, str]  # lower-case names; repeated headers joined with ", "
     request_body: bytes | None
     client_conn: str | None
@@ -37,6 +39,10 @@ class Exchange:
     stream: dict[str, Any] | None = None  # the addon's stream record, if any
     recorded_by_addon: bool = False
     scope: str = ""  # the pairing scope of its messages (see analyzer.pair.scope_of)
+
+    @property
+    def url(self) -> str:
+        return self.endpoint + ("?" + urlencode(dict(self.query)) if self.query else "")
 
     @property
     def content_type(self) -> str:

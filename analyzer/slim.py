@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sys
 from typing import Any
 
 TEXT_LIMIT = 300  # characters of a text block kept
@@ -45,8 +46,13 @@ def _small(value: Any) -> bool:
     return len(json.dumps(value, default=str)) <= SMALL
 
 
+def _interned(value: Any) -> Any:
+    return sys.intern(value) if isinstance(value, str) and len(value) < 64 else value
+
+
 def slim_message(value: dict[str, Any]) -> dict[str, Any]:
-    out = {key: value[key] for key in ("jsonrpc", "id", "method") if key in value}
+    # Envelope strings recur in every message ("2.0", method names): one copy of each.
+    out = {key: _interned(value[key]) for key in ("jsonrpc", "id", "method") if key in value}
     if "params" in value:
         is_request = "method" in value and "id" in value
         out["params"] = _slim_request_params(value["params"]) if is_request else _slim_params(value["params"])
@@ -61,7 +67,7 @@ def _slim_params(params: Any) -> Any:
     """A notification's params: the references that tie it to a call, and its level."""
     if not isinstance(params, dict):
         return params if _small(params) else {"omitted": True}
-    return {key: params[key] for key in PARAM_KEYS if key in params}
+    return {key: _interned(params[key]) for key in PARAM_KEYS if key in params}
 
 
 def _slim_request_params(params: Any) -> Any:
@@ -71,8 +77,9 @@ def _slim_request_params(params: Any) -> Any:
         return out
     meta = params.get("_meta")
     if isinstance(meta, dict):
-        out["_meta"] = {k: meta[k] for k in META_KEYS if k in meta and _small(meta[k])}
-    for key in ("arguments", "inputResponses", "requestState"):
+        out["_meta"] = {k: _interned(meta[k]) for k in META_KEYS if k in meta and _small(meta[k])}
+    # MRTR rounds are linked by these, not by id (FIELD_NOTES.md); the arguments are in params_digest.
+    for key in ("inputResponses", "requestState"):
         if key in params:
             out[f"{key}_digest"] = digest(params[key])
     out["params_digest"] = digest({k: v for k, v in params.items() if k != "_meta"})
@@ -93,7 +100,7 @@ def _slim_error(error: Any) -> Any:
 def _slim_result(result: Any) -> Any:
     if not isinstance(result, dict):
         return result if _small(result) else {"omitted": True}
-    out = {key: result[key] for key in RESULT_KEYS if key in result}
+    out = {key: _interned(result[key]) for key in RESULT_KEYS if key in result}
     if "content" in result:
         out["content"] = _slim_content(result["content"])
     if "structuredContent" in result:
@@ -117,7 +124,7 @@ def _slim_content(content: Any) -> Any:
     blocks = []
     for block in content[:BLOCKS_KEPT]:
         if isinstance(block, dict):
-            kept = {k: block[k] for k in ("type", "text", "uri", "mimeType") if k in block}
+            kept = {k: _interned(block[k]) for k in ("type", "text", "uri", "mimeType") if k in block}
             if isinstance(kept.get("text"), str):
                 kept["text"] = kept["text"][:TEXT_LIMIT]
             blocks.append(kept)
