@@ -11,6 +11,9 @@ from typing import Any
 
 JsonObject = dict[str, Any]
 
+# Headers only MCP clients send (Streamable HTTP, 2025-03-26 and later).
+MCP_REQUEST_HEADERS = ("mcp-session-id", "mcp-protocol-version", "mcp-method", "mcp-name")
+
 
 def parse_messages(text: str | bytes) -> list[JsonObject] | None:
     """The JSON-RPC objects in a body: one object or a batch array.

@@ -13,9 +13,8 @@ from urllib.parse import urljoin, urlsplit
 
 from mitmproxy import http
 
-from addon.jsonrpc import JsonObject, is_jsonrpc, parse_messages
+from addon.jsonrpc import MCP_REQUEST_HEADERS, JsonObject, is_jsonrpc, parse_messages
 
-MCP_REQUEST_HEADERS = ("mcp-session-id", "mcp-protocol-version", "mcp-method", "mcp-name")
 # JSON-RPC bodies are small; a large upload is not worth parsing on the proxy's path.
 MAX_PEEK_BYTES = 1 << 20
 

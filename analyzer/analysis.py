@@ -6,17 +6,18 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
-
-from addon.mcp_detect import MCP_REQUEST_HEADERS
+from addon.jsonrpc import MCP_REQUEST_HEADERS
 from analyzer.call_record import COLUMNS, call_record
 from analyzer.classify import CaptureFacts, apply_verdict, protocol_version
 from analyzer.extract import Extracted, extract_messages
 from analyzer.load import LoadReport, read_exchanges
 from analyzer.pair import legacy_session_of_endpoint, pair_messages, scope_of
 from analyzer.records import C2S, Call, Exchange, Message
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 @dataclass
@@ -34,6 +35,8 @@ class Analysis:
 
     @property
     def calls_frame(self) -> pd.DataFrame:
+        import pandas as pd  # here, not at the top: pandas alone would double the CLI's memory
+
         return pd.DataFrame(self.calls, columns=COLUMNS)
 
     @property
@@ -54,7 +57,7 @@ class Analysis:
 
 
 def _mcp_reason(exchange: Exchange, extracted: Extracted, known: set[str]) -> str | None:
-    if any(m.body is not None and "jsonrpc" in m.body for m in extracted.messages):
+    if any(m.claims_jsonrpc for m in extracted.messages):
         return "JSON-RPC messages"
     if extracted.endpoint is not None:
         return "HTTP+SSE endpoint event"
@@ -104,8 +107,7 @@ def analyze(paths: Iterable[str | Path], *, keep_details: bool = False) -> Analy
     for call in calls:
         if not call.outcome:
             apply_verdict(call, facts)
-        if not keep_details:
-            _drop_answer_bodies(call)
+
     calls.sort(key=lambda c: c.request.t)
     notes = []
     if sse_without_times:
@@ -115,12 +117,6 @@ def analyze(paths: Iterable[str | Path], *, keep_details: bool = False) -> Analy
             "lost its body"
         )
     return Analysis(calls, exchanges, report, facts, notes)
-
-
-def _drop_answer_bodies(call: Call) -> None:
-    """Once judged, a call's answers are only times and kinds to the export; the request stays whole."""
-    for message in (*call.responses, *call.notifications, *call.stray):
-        message.body = None
 
 
 def _not_mcp(exchange: Exchange) -> str:
@@ -144,7 +140,7 @@ def gather_facts(calls: list[Call]) -> CaptureFacts:
     for call in calls:
         if call.request.kind != "request":
             continue
-        result = next((r.body.get("result") for r in call.responses if r.kind == "result" and r.body), None)
+        result = next((r.body["result"] for r in call.responses if r.kind == "result" and r.body), None)
         if not isinstance(result, dict):
             continue
         if call.method == "tools/list" and isinstance(result.get("tools"), list):

@@ -9,12 +9,12 @@ that applies wins; each check that led to it is written into the evidence.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
 from analyzer.records import C2S, Call, Exchange, Message
 from analyzer.schema_check import schema_problems
+from analyzer.slim import MISSING, OMITTED, ResultShape, interned, json_kind
 
 LAYER = {
     "NO_RESPONSE": "transport",
@@ -58,16 +58,15 @@ class Verdict:
 def apply_verdict(call: Call, facts: CaptureFacts) -> None:
     verdict = classify_call(call, facts)
     call.outcome, call.layer = verdict.outcome, verdict.layer
-    call.evidence = [*verdict.evidence, *call.evidence]
+    # Most evidence lines ("HTTP 200", "POST /mcp") recur across calls: one copy of each.
+    call.evidence = [interned(line) for line in (*verdict.evidence, *call.evidence)]
     call.flags = sorted({*call.flags, *verdict.flags})
     call.error_code, call.error_message = verdict.error_code, verdict.error_message
 
 
 def protocol_version(call: Call, facts: CaptureFacts) -> str | None:
-    params = (call.request.body or {}).get("params")
-    meta = params.get("_meta") if isinstance(params, dict) else None
-    if isinstance(meta, dict) and isinstance(meta.get("io.modelcontextprotocol/protocolVersion"), str):
-        return meta["io.modelcontextprotocol/protocolVersion"]
+    if call.request.facts is not None and call.request.facts.version is not None:
+        return call.request.facts.version
     return call.exchange.request_headers.get("mcp-protocol-version") or facts.versions.get(call.scope)
 
 
@@ -94,19 +93,19 @@ def classify_call(call: Call, facts: CaptureFacts) -> Verdict:
     # Protocol: JSON, a JSON-RPC response, not an error.
     flags = _answer_flags(call, answer, evidence)
     if answer.kind == "invalid":
-        if answer.body is None and answer.problem and answer.problem.startswith("not JSON"):
+        if answer.problem and answer.problem.startswith("not JSON"):
             evidence.append(f"response is {answer.problem}")
             return Verdict("MALFORMED_JSON", evidence, flags)
         evidence.append(f"invalid JSON-RPC response: {answer.problem}")
         return Verdict("INVALID_ENVELOPE", evidence, flags)
-    if answer.kind == "error":
-        error = (answer.body or {})["error"]
-        evidence.append(f"JSON-RPC error {error['code']}: {error['message']}")
-        return Verdict("JSONRPC_ERROR", evidence, flags, error["code"], error["message"])
-    result = (answer.body or {}).get("result")
+    if answer.error is not None:
+        code, message = answer.error
+        evidence.append(f"JSON-RPC error {code}: {message}")
+        return Verdict("JSONRPC_ERROR", evidence, flags, code, message)
+    assert answer.shape is not None  # a result
     if call.method == "tools/call":
-        return _classify_tool_result(call, result, facts, evidence, flags)
-    if isinstance(result, dict) and result.get("resultType") == "input_required":
+        return _classify_tool_result(call, answer.shape, facts, evidence, flags)
+    if answer.shape.result_type == "input_required":
         evidence.append('resultType "input_required": another round follows')
         return Verdict("INPUT_REQUIRED", evidence, flags)
     evidence.append("result")
@@ -126,12 +125,12 @@ def _classify_notification(exchange: Exchange, evidence: list[str]) -> Verdict:
 
 def _classify_http_error(call: Call, status: int, evidence: list[str]) -> Verdict:
     on_exchange = [m for m in call.responses if m.exchange is call.exchange]
-    errors = [m for m in on_exchange if m.kind == "error"]
+    errors = [m.error for m in on_exchange if m.error is not None]
     if errors:
-        error = (errors[0].body or {})["error"]
-        evidence.append(f"JSON-RPC error {error['code']}: {error['message']}")
+        code, message = errors[0]
+        evidence.append(f"JSON-RPC error {code}: {message}")
         flags = ["HTTP_STATUS_MISMATCH"] if 400 <= status < 500 else []
-        return Verdict("JSONRPC_ERROR", evidence, flags, error["code"], error["message"])
+        return Verdict("JSONRPC_ERROR", evidence, flags, code, message)
     flags = []
     if any(m.kind == "result" for m in on_exchange):
         evidence.append(f"body holds a JSON-RPC result, but HTTP {status} failed the exchange")
@@ -200,77 +199,55 @@ def _classify_unanswered(call: Call, facts: CaptureFacts, evidence: list[str]) -
 
 
 def _classify_tool_result(
-    call: Call, result: Any, facts: CaptureFacts, evidence: list[str], flags: list[str]
+    call: Call, result: ResultShape, facts: CaptureFacts, evidence: list[str], flags: list[str]
 ) -> Verdict:
-    if not isinstance(result, dict):
-        evidence.append("tools/call result is not an object")
+    if result.kind != "object":
+        evidence.append(f"tools/call result is not an object but {json_article(result.kind)}")
         return Verdict("INVALID_TOOL_RESULT", evidence, flags)
     # 2026-07-28: clients MUST treat an absent resultType as "complete".
-    result_type = result.get("resultType", "complete")
+    result_type = "complete" if result.result_type is MISSING else result.result_type
     if result_type == "input_required":
         evidence.append('resultType "input_required": another round follows')
         return Verdict("INPUT_REQUIRED", evidence, flags)
     if result_type != "complete":
         evidence.append(f"unknown resultType {result_type!r}")
         return Verdict("INVALID_TOOL_RESULT", evidence, flags)
-    content = result.get("content")
-    if not isinstance(content, list):
-        evidence.append(f"content is {type(content).__name__}, not an array")
+    if result.content != "array":
+        what = "missing" if result.content is MISSING else json_article(json_kind(result.content))
+        evidence.append(f"content is {what}, not an array")
         return Verdict("INVALID_TOOL_RESULT", evidence, flags)
-    is_error = result.get("isError", False)
+    is_error = False if result.is_error is MISSING else result.is_error
     if not isinstance(is_error, bool):
-        evidence.append(f"isError is {type(is_error).__name__}, not a boolean")
+        evidence.append(f"isError is {json_article(json_kind(is_error))}, not a boolean")
         return Verdict("INVALID_TOOL_RESULT", evidence, flags)
     if is_error:
         evidence.append("isError: true")
-        text = _first_text(content)
-        return Verdict("TOOL_ERROR", evidence, flags, error_message=text)
-    flags = [*flags, *_success_flags(call, result, content, facts, evidence)]
-    evidence.append("tool result complete" + ("" if "resultType" in result else " (no resultType: complete)"))
+        return Verdict("TOOL_ERROR", evidence, flags, error_message=result.first_text)
+    flags = [*flags, *_success_flags(call, result, facts, evidence)]
+    complete = "tool result complete" + ("" if result.result_type is not MISSING else " (no resultType: complete)")
+    evidence.append(complete)
     return Verdict("TOOL_SUCCESS", evidence, flags)
 
 
-def _first_text(content: list[Any]) -> str | None:
-    for block in content:
-        if isinstance(block, dict) and block.get("type") == "text" and isinstance(block.get("text"), str):
-            return block["text"][:500]
-    return None
+def json_article(kind: str) -> str:
+    return f"an {kind}" if kind[0] in "aeiou" else f"a {kind}"
 
 
-def _success_flags(
-    call: Call, result: dict[str, Any], content: list[Any], facts: CaptureFacts, evidence: list[str]
-) -> list[str]:
+def _success_flags(call: Call, result: ResultShape, facts: CaptureFacts, evidence: list[str]) -> list[str]:
     flags = []
-    structured = result.get("structuredContent")
-    if not content and structured is None:
+    if result.content_count == 0 and result.structured is MISSING:
         evidence.append("isError false, but nothing returned")
         flags.append("EMPTY_RESULT")
-    text = _first_text(content)
-    if text is not None and _reads_like_error(text):
-        evidence.append(f"isError false, but the content reads like an error: {text[:80]!r}")
+    if result.reads_like_error:
+        evidence.append(f"isError false, but the content reads like an error: {(result.first_text or '')[:80]!r}")
         flags.append("SUSPECT_SOFT_ERROR")
     schema = (facts.tools.get(call.tool or "") or {}).get("outputSchema")
-    if isinstance(schema, dict) and result.get("structuredContentOmitted"):
+    if isinstance(schema, dict) and result.structured is OMITTED:
         evidence.append("structuredContent too large to check against the outputSchema")
     elif isinstance(schema, dict):
-        problems = ["no structuredContent"] if structured is None else schema_problems(structured, schema)
+        structured = result.structured
+        problems = ["no structuredContent"] if structured is MISSING else schema_problems(structured, schema)
         if problems:
             evidence.append(f"structuredContent breaks the tool's outputSchema: {'; '.join(problems)}")
             flags.append("OUTPUT_SCHEMA_VIOLATION")
     return flags
-
-
-def _reads_like_error(text: str) -> bool:
-    """A success whose text is an error object or an error message (the soft-error channel)."""
-    stripped = text.strip()
-    if stripped[:1] == "{":
-        try:
-            value = json.loads(stripped)
-        except ValueError:
-            return False
-        if isinstance(value, dict):
-            keys = {k.lower() for k in value}
-            return "error" in keys or ("code" in keys and "message" in keys) or value.get("ok") is False
-        return False
-    lowered = stripped[:40].lower()
-    return lowered.startswith(("error:", "error ", "exception", "traceback", "failed:"))

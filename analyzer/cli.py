@@ -9,7 +9,6 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-import addon.mcp_recorder
 from analyzer.analysis import Analysis, analyze
 from analyzer.export import write_csv, write_json
 from analyzer.summary_text import summary_text
@@ -28,6 +27,8 @@ def mitmdump_executable() -> str:
 
 def record_command(args: argparse.Namespace) -> list[str]:
     """The mitmdump command line that ``record`` runs."""
+    import addon.mcp_recorder  # only here: it loads mitmproxy, which the analysis commands do not need
+
     command = [
         mitmdump_executable(),
         "--scripts",

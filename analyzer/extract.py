@@ -15,7 +15,7 @@ from mitmproxy.net import encoding
 
 from addon.sse_framing import SseEvent, split_sse
 from analyzer.records import C2S, S2C, Exchange, Message
-from analyzer.slim import slim_message
+from analyzer.slim import capture_wide_body, error_facts, interned, reference, request_facts, result_shape
 
 
 @dataclass(slots=True)
@@ -56,37 +56,51 @@ def decode_body(body: bytes | None, headers: dict[str, str]) -> tuple[str | None
 def message_from(
     value: Any, exchange: Exchange, direction: str, t: float, event_id: str | None = None, *, whole: bool = False
 ) -> Message:
-    """Judge one parsed JSON value as a JSON-RPC 2.0 message; ``whole`` keeps it unslimmed."""
+    """Judge one parsed JSON value as a JSON-RPC 2.0 message; ``whole`` keeps the parsed value."""
     if not isinstance(value, dict):
         return Message(exchange, direction, "invalid", None, None, None, t, "not a JSON object", event_id)
-    rpc_id = value.get("id")
-    method = value.get("method") if isinstance(value.get("method"), str) else None
-    problem = None if value.get("jsonrpc") == "2.0" else 'jsonrpc member is not "2.0"'
+    rpc_id = interned(value.get("id"))
+    method = interned(value["method"]) if isinstance(value.get("method"), str) else None
+    kind, problem = _kind(value, rpc_id, method)
+    message = Message(exchange, direction, kind, rpc_id, method, value if whole else None, t, problem, event_id)
+    message.claims_jsonrpc = "jsonrpc" in value
+    params = value.get("params")
+    if kind == "request" and method is not None:
+        message.facts = request_facts(method, params)
+    elif kind == "notification" and isinstance(params, dict):
+        message.ref = reference(params.get("progressToken", params.get("requestId")))
+    elif kind == "result":
+        message.shape = result_shape(value["result"])
+        if not whole:
+            message.body = capture_wide_body(value["result"])
+    elif kind == "error":
+        message.error = error_facts(value["error"])
+    return message
+
+
+def _kind(value: dict[str, Any], rpc_id: Any, method: str | None) -> tuple[str, str | None]:
+    """The message's kind, and why it is not valid JSON-RPC 2.0 (then the kind is "invalid")."""
     if "method" in value:
         if method is None:
-            return Message(exchange, direction, "invalid", rpc_id, None, value, t, "method is not a string", event_id)
-        if "id" not in value:
-            kind = "notification"
-        elif isinstance(rpc_id, str | int) and not isinstance(rpc_id, bool):
-            kind = "request"
-        else:
-            kind, problem = "invalid", f"request id {rpc_id!r} is not a string or an integer"
+            return "invalid", "method is not a string"
+        if "id" in value and not (isinstance(rpc_id, str | int) and not isinstance(rpc_id, bool)):
+            return "invalid", f"request id {rpc_id!r} is not a string or an integer"
+        kind = "request" if "id" in value else "notification"
     elif "result" in value and "error" in value:
-        kind, problem = "invalid", "both result and error"
+        return "invalid", "both result and error"
     elif "result" in value:
         kind = "result"
     elif "error" in value:
         error = value["error"]
-        if isinstance(error, dict) and isinstance(error.get("code"), int) and isinstance(error.get("message"), str):
-            kind = "error"
-        else:
-            kind, problem = "invalid", "error is not an object with an integer code and a string message"
+        valid = isinstance(error, dict) and isinstance(error.get("code"), int)
+        if not (valid and isinstance(error.get("message"), str)):
+            return "invalid", "error is not an object with an integer code and a string message"
+        kind = "error"
     else:
-        kind, problem = "invalid", "neither method, result nor error"
-    if problem is not None and kind != "invalid":
-        kind = "invalid"
-    body = value if whole else slim_message(value)
-    return Message(exchange, direction, kind, rpc_id, method, body, t, problem, event_id)
+        return "invalid", "neither method, result nor error"
+    if value.get("jsonrpc") != "2.0":
+        return "invalid", 'jsonrpc member is not "2.0"'
+    return kind, None
 
 
 def _messages_in_text(

@@ -18,7 +18,6 @@ from types import MappingProxyType
 from typing import Any
 from urllib.parse import parse_qsl
 
-from mitmproxy.io import compat
 from mitmproxy.version import FLOW_FORMAT_VERSION
 
 from analyzer.records import Exchange
@@ -124,7 +123,10 @@ def _exchange_from_state(state: Any, source: str, index: int, report: LoadReport
         return None
     flow_id = state.get("id") if isinstance(state.get("id"), str) else None
     try:
-        state = compat.migrate_flow(state)
+        if state.get("version") != FLOW_FORMAT_VERSION:
+            from mitmproxy.io import compat  # heavy to import, and only older files need it
+
+            state = compat.migrate_flow(state)
     except (ValueError, KeyError, TypeError) as e:
         report.skip(source, index, flow_id, f"flow format not readable by this mitmproxy: {e}")
         return None
@@ -185,6 +187,7 @@ def _exchange(state: dict[str, Any], source: str, index: int, keep_all: bool) ->
     metadata = state.get("metadata") or {}
     record = metadata.get(METADATA_KEY) if isinstance(metadata, dict) else None
     client_conn = state.get("client_conn") or {}
+    connection = client_conn.get("id")
     exchange = Exchange(
         flow_id=state["id"],
         source=source,
@@ -195,7 +198,7 @@ def _exchange(state: dict[str, Any], source: str, index: int, keep_all: bool) ->
         query=dict(parse_qsl(query)) if query else NO_QUERY,
         request_headers=_headers(request.get("headers"), keep_all),
         request_body=request.get("content"),
-        client_conn=client_conn.get("id"),
+        client_conn=sys.intern(connection) if isinstance(connection, str) else None,
         t_request=float(request.get("timestamp_start") or state.get("timestamp_created") or 0.0),
         recorded_by_addon=isinstance(record, dict),
     )

@@ -9,6 +9,7 @@ number their requests independently.
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from urllib.parse import parse_qsl, urlsplit
 
@@ -19,12 +20,13 @@ CANCELLED = "notifications/cancelled"
 
 
 def scope_of(exchange: Exchange, legacy_streams: dict[str, str]) -> str:
+    # Interned: every exchange of a session shares one copy.
     if session := exchange.session_id:
-        return f"session:{session}"
+        return sys.intern(f"session:{session}")
     if session := exchange.legacy_session:
-        return f"sse-session:{session}"
+        return sys.intern(f"sse-session:{session}")
     if (session := legacy_streams.get(exchange.flow_id)) is not None:
-        return f"sse-session:{session}"
+        return sys.intern(f"sse-session:{session}")
     return f"exchange:{exchange.flow_id}"
 
 
@@ -64,8 +66,8 @@ def pair_messages(messages: list[Message]) -> Pairing:
                     call.flags.append("ID_REUSED")
                     call.evidence.append(f"id {message.id!r} was used before in {scope}")
                 by_key[key] = call
-                if (token := _progress_token(message)) is not None:
-                    by_progress_token[(scope, token)] = call
+                if message.facts is not None and message.facts.token is not None:
+                    by_progress_token[(scope, message.facts.token)] = call
             elif message.method == CANCELLED:
                 _attach_cancel(message, scope, by_key)
             continue
@@ -102,24 +104,14 @@ def _answerable(calls: list[Call], message: Message) -> Call | None:
     return requests[0] if len(requests) == 1 else None
 
 
-def _progress_token(message: Message) -> str | None:
-    params = (message.body or {}).get("params")
-    meta = params.get("_meta") if isinstance(params, dict) else None
-    token = meta.get("progressToken") if isinstance(meta, dict) else None
-    return f"{type(token).__name__}:{token}" if token is not None else None
-
-
 def _notification_target(
     message: Message,
     scope: str,
     by_progress_token: dict[tuple[str, str], Call],
     by_request_exchange: dict[str, list[Call]],
 ) -> Call | None:
-    if message.method == PROGRESS:
-        params = (message.body or {}).get("params")
-        token = params.get("progressToken") if isinstance(params, dict) else None
-        if token is not None and (call := by_progress_token.get((scope, f"{type(token).__name__}:{token}"))):
-            return call
+    if message.method == PROGRESS and (call := by_progress_token.get((scope, message.ref or ""))):
+        return call
     # Log messages and the like belong to the request whose stream carried them.
     requests = [
         c
@@ -130,10 +122,8 @@ def _notification_target(
 
 
 def _attach_cancel(message: Message, scope: str, by_key: dict[tuple[str, str, str], Call]) -> None:
-    params = (message.body or {}).get("params")
-    request_id = params.get("requestId") if isinstance(params, dict) else None
-    if request_id is None:
+    if message.ref is None:
         return
-    target = by_key.get((scope, message.direction, f"{type(request_id).__name__}:{request_id}"))
+    target = by_key.get((scope, message.direction, message.ref))
     if target is not None:
         target.notifications.append(message)

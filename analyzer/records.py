@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlencode
 
+from analyzer.slim import RequestFacts, ResultShape, reference
+
 C2S = "client->server"
 S2C = "server->client"
 
@@ -70,16 +72,21 @@ class Message:
     kind: str  # request, notification, result, error, invalid
     id: Any
     method: str | None
-    body: dict[str, Any] | None  # the parsed object; None when it was not JSON
+    body: dict[str, Any] | None  # the parsed object, when kept (see analyzer.slim)
     t: float
     problem: str | None = None  # why it is not valid JSON-RPC, if it is not
     event_id: str | None = None  # the SSE event id it came with
     raw: str | None = None  # the text, kept only when it could not be parsed
+    facts: RequestFacts | None = None  # a request's
+    shape: ResultShape | None = None  # a result's
+    error: tuple[int, str] | None = None  # an error response's code and message
+    ref: str | None = None  # a notification's progressToken or cancelled requestId, as a reference
+    claims_jsonrpc: bool = False  # it has a "jsonrpc" member, valid or not
 
     @property
     def key_id(self) -> str:
         """The id as a pairing key: 1 and "1" are different ids in JSON-RPC."""
-        return f"{type(self.id).__name__}:{self.id}"
+        return reference(self.id) or "NoneType:None"
 
 
 @dataclass(slots=True)
@@ -118,10 +125,7 @@ class Call:
 
     @property
     def tool(self) -> str | None:
-        params = (self.request.body or {}).get("params")
-        if self.method == "tools/call" and isinstance(params, dict) and isinstance(params.get("name"), str):
-            return params["name"]
-        return None
+        return self.request.facts.tool if self.request.facts else None
 
     def add_exchange(self, exchange: Exchange) -> None:
         if all(e is not exchange for e in self.exchanges):

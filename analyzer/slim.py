@@ -1,11 +1,12 @@
 """What of a JSON-RPC message the analysis keeps once it has been read.
 
-A capture of 100,000 calls does not fit in memory as parsed JSON. Each message
-is cut down, as soon as it is parsed, to the members that pairing, verdicts and
-retries read: the envelope, the tool name, progress and cancel references,
-the ``_meta`` the protocol defines, the shape of a tool result with the start
-of its text, and digests of the arguments (what a retry would repeat). ``analyze(..., keep_details=True)``
-keeps messages whole.
+A capture of 100,000 calls does not fit in memory as parsed JSON. As soon as a
+message is parsed it is reduced to the facts that pairing, verdicts and retries
+read: the tool name, progress and cancel references, the protocol version in
+``_meta``, digests of what a retry would repeat, the shape of a result with the
+start of its text, and an error's code and message. Only the few results the
+whole capture depends on (``tools/list``, ``initialize``) keep a body.
+``analyze(..., keep_details=True)`` keeps every message whole as well.
 """
 
 from __future__ import annotations
@@ -13,27 +14,24 @@ from __future__ import annotations
 import hashlib
 import json
 import sys
+from dataclasses import dataclass
 from typing import Any
 
-TEXT_LIMIT = 300  # characters of a text block kept
-BLOCKS_KEPT = 3  # content blocks kept (the rest is counted)
+TEXT_LIMIT = 160  # characters of text kept
 SMALL = 4096  # bytes of JSON below which a value is kept whole
+VERSION_META = "io.modelcontextprotocol/protocolVersion"
 
-PARAM_KEYS = (
-    "name",
-    "progressToken",
-    "progress",
-    "total",
-    "message",
-    "requestId",
-    "reason",
-    "protocolVersion",
-    "clientInfo",
-    "level",
-    "uri",
-)
-META_KEYS = ("progressToken", "io.modelcontextprotocol/protocolVersion", "io.modelcontextprotocol/clientInfo")
-RESULT_KEYS = ("resultType", "isError", "protocolVersion", "serverInfo", "nextCursor")
+
+class _Marker:
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+MISSING: Any = _Marker("MISSING")  # the member is absent
+OMITTED: Any = _Marker("OMITTED")  # present, but too large to keep
 
 
 def digest(value: Any) -> str:
@@ -42,100 +40,135 @@ def digest(value: Any) -> str:
     return hashlib.blake2b(canonical.encode(), digest_size=12).hexdigest()
 
 
+def interned(value: Any) -> Any:
+    """Short strings recur in every message ("2.0", method and tool names): keep one copy."""
+    return sys.intern(value) if isinstance(value, str) and len(value) < 64 else value
+
+
 def _small(value: Any) -> bool:
     return len(json.dumps(value, default=str)) <= SMALL
 
 
-def _interned(value: Any) -> Any:
-    return sys.intern(value) if isinstance(value, str) and len(value) < 64 else value
+def reference(value: Any) -> str | None:
+    """An id or token as a key: 1 and "1" are different in JSON-RPC."""
+    return None if value is None else f"{type(value).__name__}:{value}"
 
 
-def slim_message(value: dict[str, Any]) -> dict[str, Any]:
-    # Envelope strings recur in every message ("2.0", method names): one copy of each.
-    out = {key: _interned(value[key]) for key in ("jsonrpc", "id", "method") if key in value}
-    if "params" in value:
-        is_request = "method" in value and "id" in value
-        out["params"] = _slim_request_params(value["params"]) if is_request else _slim_params(value["params"])
-    if "error" in value:
-        out["error"] = _slim_error(value["error"])
-    if "result" in value:
-        out["result"] = _slim_result(value["result"])
-    return out
+@dataclass(frozen=True, slots=True)
+class RequestFacts:
+    tool: str | None  # the tool a tools/call names
+    token: str | None  # its progress token, as a reference
+    version: str | None  # the protocol version in its _meta (2026-07-28)
+    digest: str  # of params without _meta: what a retry repeats
+    round_digest: str | None  # of inputResponses/requestState: links MRTR rounds
 
 
-def _slim_params(params: Any) -> Any:
-    """A notification's params: the references that tie it to a call, and its level."""
+def request_facts(method: str, params: Any) -> RequestFacts:
     if not isinstance(params, dict):
-        return params if _small(params) else {"omitted": True}
-    return {key: _interned(params[key]) for key in PARAM_KEYS if key in params}
+        return RequestFacts(None, None, None, digest(params), None)
+    meta = params.get("_meta") if isinstance(params.get("_meta"), dict) else {}
+    name = params.get("name")
+    rounds = {k: params[k] for k in ("inputResponses", "requestState") if k in params}
+    version = meta.get(VERSION_META)
+    return RequestFacts(
+        tool=interned(name) if method == "tools/call" and isinstance(name, str) else None,
+        token=reference(meta.get("progressToken")),
+        version=interned(version) if isinstance(version, str) else None,
+        digest=digest({k: v for k, v in params.items() if k != "_meta"}),
+        round_digest=digest(rounds) if rounds else None,
+    )
 
 
-def _slim_request_params(params: Any) -> Any:
-    """A request's params: tool name, protocol ``_meta`` and digests of what a retry would repeat."""
-    out = _slim_params(params)
-    if not isinstance(params, dict):
-        return out
-    meta = params.get("_meta")
-    if isinstance(meta, dict):
-        out["_meta"] = {k: _interned(meta[k]) for k in META_KEYS if k in meta and _small(meta[k])}
-    # MRTR rounds are linked by these, not by id (FIELD_NOTES.md); the arguments are in params_digest.
-    for key in ("inputResponses", "requestState"):
-        if key in params:
-            out[f"{key}_digest"] = digest(params[key])
-    out["params_digest"] = digest({k: v for k, v in params.items() if k != "_meta"})
-    return out
+@dataclass(frozen=True, slots=True)
+class ResultShape:
+    """A result as the verdict reads it."""
+
+    kind: str  # JSON type of the result: object, array, string, ...
+    result_type: Any  # the raw resultType, or MISSING
+    content: Any  # "array" with content_count, or the raw value when not an array, or MISSING
+    content_count: int
+    first_text: str | None  # start of the first text block
+    is_error: Any  # the raw isError, or MISSING
+    structured: Any  # structuredContent, MISSING, or OMITTED when too large
+    reads_like_error: bool = False  # the first text is an error object or message (judged on all of it)
 
 
-def _slim_error(error: Any) -> Any:
-    if not isinstance(error, dict):
-        return error if _small(error) else {"omitted": True}
-    out = {key: error[key] for key in ("code", "message") if key in error}
-    if isinstance(out.get("message"), str):
-        out["message"] = out["message"][: TEXT_LIMIT * 2]
-    if "data" in error and _small(error["data"]):
-        out["data"] = error["data"]
-    return out
+def json_kind(value: Any) -> str:
+    if isinstance(value, dict):
+        return "object"
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    return "null"
 
 
-def _slim_result(result: Any) -> Any:
+def result_shape(result: Any) -> ResultShape:
     if not isinstance(result, dict):
-        return result if _small(result) else {"omitted": True}
-    out = {key: _interned(result[key]) for key in RESULT_KEYS if key in result}
-    if "content" in result:
-        out["content"] = _slim_content(result["content"])
-    if "structuredContent" in result:
-        if _small(result["structuredContent"]):
-            out["structuredContent"] = result["structuredContent"]
-        else:
-            out["structuredContentOmitted"] = True
+        return ResultShape(json_kind(result), MISSING, MISSING, 0, None, MISSING, MISSING)
+    content = result.get("content", MISSING)
+    text = None
+    if isinstance(content, list):
+        for block in content:
+            if isinstance(block, dict) and block.get("type") == "text" and isinstance(block.get("text"), str):
+                text = block["text"]
+                break
+    structured = result.get("structuredContent", MISSING)
+    if structured is not MISSING and not _small(structured):
+        structured = OMITTED
+    return ResultShape(
+        kind="object",
+        result_type=interned(result.get("resultType", MISSING)),
+        content="array" if isinstance(content, list) else (content if _small(content) else OMITTED),
+        content_count=len(content) if isinstance(content, list) else 0,
+        first_text=text[:TEXT_LIMIT] if text is not None else None,
+        is_error=result.get("isError", MISSING),
+        structured=structured,
+        reads_like_error=text is not None and reads_like_error(text),
+    )
+
+
+def reads_like_error(text: str) -> bool:
+    """A success whose text is an error object or an error message (the soft-error channel)."""
+    stripped = text.strip()
+    if stripped[:1] == "{":
+        try:
+            value = json.loads(stripped)
+        except ValueError:
+            return False
+        if isinstance(value, dict):
+            keys = {k.lower() for k in value}
+            return "error" in keys or ("code" in keys and "message" in keys) or value.get("ok") is False
+        return False
+    lowered = stripped[:40].lower()
+    return lowered.startswith(("error:", "error ", "exception", "traceback", "failed:"))
+
+
+def error_facts(error: dict[str, Any]) -> tuple[int, str]:
+    return error["code"], interned(error["message"][: TEXT_LIMIT * 2])
+
+
+def capture_wide_body(result: Any) -> dict[str, Any] | None:
+    """The part of a result that every call's verdict may need: tools and the negotiated version."""
+    if not isinstance(result, dict):
+        return None
+    kept: dict[str, Any] = {}
     if isinstance(result.get("tools"), list):
-        out["tools"] = [_slim_tool(tool) for tool in result["tools"]]
-    for key in ("inputRequests", "requestState"):
-        if key in result:
-            out[f"{key}_digest"] = digest(result[key])
-    return out
+        kept["tools"] = [
+            {k: tool[k] for k in ("name", "annotations", "outputSchema", "title") if k in tool}
+            for tool in result["tools"]
+            if isinstance(tool, dict)
+        ]
+    if isinstance(result.get("protocolVersion"), str):
+        kept["protocolVersion"] = result["protocolVersion"]
+    if not kept:
+        return None
+    # Clients list the same tools again and again: keep one copy of each distinct answer.
+    return _SHARED.setdefault(digest(kept), {"result": kept}) if len(_SHARED) < 1024 else {"result": kept}
 
 
-def _slim_content(content: Any) -> Any:
-    if isinstance(content, str):
-        return content[:TEXT_LIMIT]
-    if not isinstance(content, list):
-        return content if _small(content) else {"omitted": True}
-    blocks = []
-    for block in content[:BLOCKS_KEPT]:
-        if isinstance(block, dict):
-            kept = {k: _interned(block[k]) for k in ("type", "text", "uri", "mimeType") if k in block}
-            if isinstance(kept.get("text"), str):
-                kept["text"] = kept["text"][:TEXT_LIMIT]
-            blocks.append(kept)
-        else:
-            blocks.append(block if _small(block) else None)
-    if len(content) > BLOCKS_KEPT:
-        blocks.append({"type": "omitted", "count": len(content) - BLOCKS_KEPT})
-    return blocks
-
-
-def _slim_tool(tool: Any) -> Any:
-    if not isinstance(tool, dict):
-        return tool
-    return {key: tool[key] for key in ("name", "annotations", "outputSchema", "title") if key in tool}
+_SHARED: dict[str, dict[str, Any]] = {}
