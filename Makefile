@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 TS_CLIENT := tests/clients/ts
 
-.PHONY: test lint report bench-addon samples clean
+.PHONY: test lint bench-addon bench-analyzer samples clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -27,6 +27,9 @@ lint: $(STAMP)
 
 bench-addon: $(STAMP)
 	$(BIN)/python tests/benchmarks/bench_addon.py
+
+bench-analyzer: $(STAMP)
+	$(BIN)/python tests/benchmarks/bench_analyzer.py
 
 samples: $(STAMP) $(TS_CLIENT)/node_modules/.package-lock.json
 	$(BIN)/python sample_captures/record_samples.py

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
+from operator import attrgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -14,7 +15,7 @@ from analyzer.classify import CaptureFacts, apply_verdict, protocol_version
 from analyzer.extract import Extracted, extract_messages
 from analyzer.load import LoadReport, read_exchanges
 from analyzer.pair import legacy_session_of_endpoint, pair_messages, scope_of
-from analyzer.records import C2S, Call, Exchange, Message
+from analyzer.records import Call, Exchange, Message
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -98,8 +99,11 @@ def analyze(paths: Iterable[str | Path], *, keep_details: bool = False) -> Analy
             exchange.request_body = exchange.response_body = None
             if exchange.stream is not None:  # event times are in the messages now
                 exchange.stream = {k: exchange.stream.get(k) for k in ("ended", "error", "dropped_bytes")}
-    # Requests sort before answers stamped with the same instant.
-    timeline.sort(key=lambda m: (m.t, m.direction != C2S))
+    # Requests sort before answers stamped with the same instant: by direction first
+    # ("client->server" < "server->client"), then stably by time. Two cheap key lists
+    # instead of one tuple per message.
+    timeline.sort(key=attrgetter("direction"))
+    timeline.sort(key=attrgetter("t"))
     pairing = pair_messages(timeline)
     del timeline
     calls = pairing.calls + [_orphan_call(m) for m in pairing.orphans]
@@ -129,8 +133,8 @@ def _orphan_call(message: Message) -> Call:
     call = Call(request=message, scope=scope)
     call.add_exchange(message.exchange)
     call.outcome, call.layer = "INVALID_ENVELOPE", "protocol"
-    call.flags = ["ORPHAN_RESPONSE"]
-    call.evidence = [f"a response with id {message.id!r} answers no request in {scope}"]
+    call.flags = ("ORPHAN_RESPONSE",)
+    call.evidence = (f"a response with id {message.id!r} answers no request in {scope}",)
     return call
 
 

@@ -59,8 +59,8 @@ def apply_verdict(call: Call, facts: CaptureFacts) -> None:
     verdict = classify_call(call, facts)
     call.outcome, call.layer = verdict.outcome, verdict.layer
     # Most evidence lines ("HTTP 200", "POST /mcp") recur across calls: one copy of each.
-    call.evidence = [interned(line) for line in (*verdict.evidence, *call.evidence)]
-    call.flags = sorted({*call.flags, *verdict.flags})
+    call.evidence = tuple(interned(line) for line in (*verdict.evidence, *call.evidence))
+    call.flags = tuple(sorted({*call.flags, *verdict.flags}))
     call.error_code, call.error_message = verdict.error_code, verdict.error_message
 
 

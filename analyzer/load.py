@@ -211,7 +211,7 @@ def _exchange(state: dict[str, Any], source: str, index: int, keep_all: bool) ->
         exchange.t_end = response.get("timestamp_end")
     error = state.get("error")
     if error:
-        exchange.error = _text(error.get("msg"))
+        exchange.error = sys.intern(_text(error.get("msg")))  # the same few messages recur
         exchange.t_error = error.get("timestamp")
     if isinstance(record, dict) and isinstance(record.get("stream"), dict):
         stream = record["stream"]

@@ -63,8 +63,10 @@ def pair_messages(messages: list[Message]) -> Pairing:
             if message.kind == "request":
                 key = (scope, message.direction, message.key_id)
                 if key in by_key:
-                    call.flags.append("ID_REUSED")
-                    call.evidence.append(f"id {message.id!r} was used before in {scope}")
+                    call.flags.append("ID_REUSED")  # type: ignore[union-attr]
+                    call.evidence.append(  # type: ignore[union-attr]
+                        f"id {message.id!r} was used before in {scope}"
+                    )
                 by_key[key] = call
                 if message.facts is not None and message.facts.token is not None:
                     by_progress_token[(scope, message.facts.token)] = call
@@ -76,7 +78,7 @@ def pair_messages(messages: list[Message]) -> Pairing:
             if target is None:
                 out.notices.append(message)
             else:
-                target.notifications.append(message)
+                target.note(message)
                 target.add_exchange(message.exchange)
             continue
         # A result, an error, or something that should have been one.
@@ -90,7 +92,7 @@ def pair_messages(messages: list[Message]) -> Pairing:
                     on_exchange.responses.append(message)
                     continue
             elif on_exchange is not None:
-                on_exchange.stray.append(message)
+                on_exchange.note_stray(message)
             out.orphans.append(message)
             continue
         call.responses.append(message)
@@ -126,4 +128,4 @@ def _attach_cancel(message: Message, scope: str, by_key: dict[tuple[str, str, st
         return
     target = by_key.get((scope, message.direction, message.ref))
     if target is not None:
-        target.notifications.append(message)
+        target.note(message)

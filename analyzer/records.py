@@ -96,13 +96,15 @@ class Call:
     request: Message
     scope: str
     responses: list[Message] = field(default_factory=list)
-    notifications: list[Message] = field(default_factory=list)  # progress, log, cancel
+    # Most calls have none of these: an empty tuple until the first one (see ``note``).
+    notifications: list[Message] | tuple[()] = ()  # progress, log, cancel
+    stray: list[Message] | tuple[()] = ()  # answers on its exchange that name another id
     exchanges: list[Exchange] = field(default_factory=list)  # every HTTP exchange that carried a part
-    stray: list[Message] = field(default_factory=list)  # answers on its exchange that name another id
     outcome: str = ""
     layer: str = ""
-    flags: list[str] = field(default_factory=list)
-    evidence: list[str] = field(default_factory=list)
+    # Lists while the call is being judged, tuples once its verdict is in.
+    flags: list[str] | tuple[str, ...] = field(default_factory=list)
+    evidence: list[str] | tuple[str, ...] = field(default_factory=list)
     error_code: int | None = None
     error_message: str | None = None
     retry_group: str | None = None
@@ -126,6 +128,18 @@ class Call:
     @property
     def tool(self) -> str | None:
         return self.request.facts.tool if self.request.facts else None
+
+    def note(self, message: Message) -> None:
+        """A notification that belongs to this call."""
+        if not self.notifications:
+            self.notifications = []
+        self.notifications.append(message)  # type: ignore[union-attr]
+
+    def note_stray(self, message: Message) -> None:
+        """An answer on this call's exchange that names another id."""
+        if not self.stray:
+            self.stray = []
+        self.stray.append(message)  # type: ignore[union-attr]
 
     def add_exchange(self, exchange: Exchange) -> None:
         if all(e is not exchange for e in self.exchanges):

@@ -155,3 +155,14 @@ def test_app_retry_runs_in_two_sessions_with_the_same_id() -> None:
 def test_plain_capture_says_what_it_lacks() -> None:
     analysis = analyze([SAMPLES / "plain-mitmdump-progress.flows"])
     assert any("without per-event times" in note for note in analysis.notes)
+
+
+def test_library_entry_point_gives_a_dataframe() -> None:
+    from analyzer.call_record import COLUMNS
+
+    analysis = analyze([SAMPLES / "ts-protocol-faults.flows", SAMPLES / "py-2026-stateless.flows"])
+    frame = analysis.calls_frame
+    assert list(frame.columns) == COLUMNS and len(frame) == len(analysis.calls)
+    failing = frame[frame["layer"] == "protocol"]
+    assert set(failing["outcome"]) == {"MALFORMED_JSON", "INVALID_ENVELOPE", "INVALID_TOOL_RESULT", "JSONRPC_ERROR"}
+    assert frame.groupby("outcome").size()["HTTP_ERROR"] == 1

@@ -127,8 +127,8 @@ def test_malformed_json_and_envelopes(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("value", "why"),
     [
-        ({"content": "not-an-array"}, "content is str"),
-        ({"content": [], "isError": "yes"}, "isError is str"),
+        ({"content": "not-an-array"}, "content is a string, not an array"),
+        ({"content": [], "isError": "yes"}, "isError is a string, not a boolean"),
         ({"content": [], "resultType": "partial"}, "unknown resultType"),
         ([1, 2], "not an object"),
     ],
