@@ -16,6 +16,7 @@ from analyzer.extract import Extracted, extract_messages
 from analyzer.load import LoadReport, read_exchanges
 from analyzer.pair import legacy_session_of_endpoint, pair_messages, scope_of
 from analyzer.records import Call, Exchange, Message
+from analyzer.retries import RetryGroup, find_retries
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -27,12 +28,13 @@ class Analysis:
     exchanges: list[Exchange]
     report: LoadReport
     facts: CaptureFacts
+    retry_groups: list[RetryGroup] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # what the capture could not show
 
     @cached_property
     def calls(self) -> list[dict[str, Any]]:
         """The calls as the export contract has them, in the order they started."""
-        return [call_record(c, n, protocol_version(c, self.facts)) for n, c in enumerate(self.call_objects, 1)]
+        return [call_record(c, protocol_version(c, self.facts)) for c in self.call_objects]
 
     @property
     def calls_frame(self) -> pd.DataFrame:
@@ -113,6 +115,9 @@ def analyze(paths: Iterable[str | Path], *, keep_details: bool = False) -> Analy
             apply_verdict(call, facts)
 
     calls.sort(key=lambda c: c.request.t)
+    for number, call in enumerate(calls, 1):
+        call.number = number
+    retry_groups = find_retries(calls, facts)
     notes = []
     if sse_without_times:
         notes.append(
@@ -120,7 +125,7 @@ def analyze(paths: Iterable[str | Path], *, keep_details: bool = False) -> Analy
             "content-encoded): their events are dated at the end of the response, and a cut stream may have "
             "lost its body"
         )
-    return Analysis(calls, exchanges, report, facts, notes)
+    return Analysis(calls, exchanges, report, facts, retry_groups, notes)
 
 
 def _not_mcp(exchange: Exchange) -> str:

@@ -34,13 +34,13 @@ COLUMNS = [
 ]
 
 
-def call_record(call: Call, number: int, version: str | None) -> dict[str, Any]:
+def call_record(call: Call, version: str | None) -> dict[str, Any]:
     answers = [m for m in call.responses if m.kind in ("result", "error", "invalid")]
     exchange = call.exchange
     t_end = answers[0].t if answers else (exchange.t_end or exchange.t_error)
     from_streams = [m for m in (*call.responses, *call.notifications) if m.exchange.is_event_stream]
     return {
-        "call_id": f"c{number}",
+        "call_id": f"c{call.number}",
         "scope": call.scope,
         "direction": call.direction,
         "method": call.method,

@@ -43,6 +43,8 @@ class Tally:
             "calls": self.calls,
             **{name: dict(counter.most_common()) for name, counter in self.counts.items()},
             "flags": dict(self.flags.most_common()),
+            "retry_groups": len(analysis.retry_groups),
+            "retries_by_origin": dict(Counter(g.origin for g in analysis.retry_groups).most_common()),
             "read_problems": analysis.read_problems,
             "notes": analysis.notes,
         }
@@ -57,8 +59,8 @@ def summarize(analysis: Analysis, records: Iterable[dict[str, Any]]) -> dict[str
 
 def iter_records(analysis: Analysis) -> Iterator[dict[str, Any]]:
     """The calls' export records, built one at a time (``analysis.calls`` keeps them all)."""
-    for number, call in enumerate(analysis.call_objects, 1):
-        yield call_record(call, number, protocol_version(call, analysis.facts))
+    for call in analysis.call_objects:
+        yield call_record(call, protocol_version(call, analysis.facts))
 
 
 def write_json(analysis: Analysis, out: IO[str]) -> None:
@@ -67,7 +69,11 @@ def write_json(analysis: Analysis, out: IO[str]) -> None:
     for number, record in enumerate(iter_records(analysis)):
         out.write(",\n " if number else "\n ")
         out.write(json.dumps(tally.add(record), default=str))
-    out.write('\n],\n"retry_groups": [],\n"summary": ')
+    out.write('\n],\n"retry_groups": [')
+    for number, group in enumerate(analysis.retry_groups):
+        out.write(",\n " if number else "\n ")
+        out.write(json.dumps(group.record(), default=str))
+    out.write('\n],\n"summary": ')
     out.write(json.dumps(tally.summary(analysis), indent=1, default=str))
     out.write(',\n"skipped": ')
     out.write(json.dumps(analysis.skipped, indent=1, default=str))

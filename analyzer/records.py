@@ -107,6 +107,7 @@ class Call:
     evidence: list[str] | tuple[str, ...] = field(default_factory=list)
     error_code: int | None = None
     error_message: str | None = None
+    number: int = 0  # position in the analysis, 1-based: the call's id is f"c{number}"
     retry_group: str | None = None
     attempt: int = 1
     retry_origin: str | None = None

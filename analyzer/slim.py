@@ -20,6 +20,7 @@ from typing import Any
 TEXT_LIMIT = 160  # characters of text kept
 SMALL = 4096  # bytes of JSON below which a value is kept whole
 VERSION_META = "io.modelcontextprotocol/protocolVersion"
+CLIENT_META = "io.modelcontextprotocol/clientInfo"
 
 
 class _Marker:
@@ -61,6 +62,7 @@ class RequestFacts:
     version: str | None  # the protocol version in its _meta (2026-07-28)
     digest: str  # of params without _meta: what a retry repeats
     round_digest: str | None  # of inputResponses/requestState: links MRTR rounds
+    client: str | None = None  # clientInfo "name/version", from initialize or 2026 _meta
 
 
 def request_facts(method: str, params: Any) -> RequestFacts:
@@ -76,7 +78,14 @@ def request_facts(method: str, params: Any) -> RequestFacts:
         version=interned(version) if isinstance(version, str) else None,
         digest=digest({k: v for k, v in params.items() if k != "_meta"}),
         round_digest=digest(rounds) if rounds else None,
+        client=_client(params.get("clientInfo") if method == "initialize" else meta.get(CLIENT_META)),
     )
+
+
+def _client(info: Any) -> str | None:
+    if not isinstance(info, dict) or not isinstance(info.get("name"), str):
+        return None
+    return interned(f"{info['name']}/{info.get('version', '?')}")
 
 
 @dataclass(frozen=True, slots=True)

@@ -60,9 +60,14 @@ def exchange(
     response_headers: dict[str, str] | None = None,
     error_message: str | None = None,
     stream: dict[str, Any] | None = None,
+    at: float | None = None,
+    duration: float = 0.5,
 ) -> HTTPFlow:
-    """One HTTP exchange; bodies given as objects are JSON-encoded, bytes are sent as they are."""
-    start = float(next(_clock))
+    """One HTTP exchange; bodies given as objects are JSON-encoded, bytes are sent as they are.
+
+    ``at``: when the request started (default: one second after the previous exchange built).
+    """
+    start = float(next(_clock)) if at is None else at
     content = request if isinstance(request, bytes) else (json.dumps(request).encode() if request is not None else b"")
     flow = tflow.tflow()
     flow.request = Request.make(
@@ -77,10 +82,10 @@ def exchange(
         flow.response = Response.make(status, b"", headers)
         flow.response.raw_content = raw
         flow.response.timestamp_start = start + 0.01
-        flow.response.timestamp_end = start + 0.5
+        flow.response.timestamp_end = start + duration
     if error_message is not None:
         flow.error = tflow.terr(error_message)
-        flow.error.timestamp = start + 0.5
+        flow.error.timestamp = start + duration
     if stream is not None:
         flow.metadata["mcp_blackbox"] = {"version": 1, "mcp": "test", "stream": stream}
     return flow

@@ -11,7 +11,7 @@ from analyzer import analyze
 
 SAMPLES = Path(__file__).resolve().parents[2] / "sample_captures"
 
-# Per capture: (method, tool, outcome, flags) of each call that is not plumbing (initialize,
+# Per capture: (method, tool, outcome, flags, retry flags included) of each call that is not plumbing (initialize,
 # notifications, tools/list, server/discover), in the order the calls started.
 EXPECTED: dict[str, list[tuple[str | None, str | None, str, list[str]]]] = {
     "py-2025-session-tools": [
@@ -61,7 +61,7 @@ EXPECTED: dict[str, list[tuple[str | None, str | None, str, list[str]]]] = {
         ("tools/call", "echo", "TOOL_SUCCESS", []),
         ("tools/call", "write_record", "HTTP_ERROR", []),
         ("tools/call", "echo", "TOOL_SUCCESS", []),
-        ("tools/call", "write_record", "TOOL_SUCCESS", []),
+        ("tools/call", "write_record", "TOOL_SUCCESS", ["UNSAFE_RETRY"]),
     ],
     "py-session-expired": [
         ("tools/call", "echo", "TOOL_SUCCESS", []),

@@ -35,7 +35,7 @@ def test_http_error_and_result_under_5xx(tmp_path: Path) -> None:
     calls = verdicts(
         tmp_path,
         exchange(tool_call(1), status=503, body=b"down", content_type="text/plain"),
-        exchange(tool_call(2), status=500, body=result(2, text_result())),
+        exchange(tool_call(2, "another_tool"), status=500, body=result(2, text_result())),
     )
     assert [(c["outcome"], c["flags"]) for c in calls] == [
         ("HTTP_ERROR", []),

@@ -1,0 +1,296 @@
+"""Retries: which calls are attempts of one logical request, who made them, and was it safe.
+
+Attempts are linked when a later request repeats an earlier one that did not
+succeed: the same method and params (``_meta`` aside), under the same id or a
+new one, in the same session or a fresh one, within a window after the
+failure. A resumed stream (GET with Last-Event-ID) is an attempt inside one
+call. Version negotiation and MRTR rounds are linked too, but they are not
+failures retried. Each link gets an origin, a confidence and its evidence;
+each group gets a safety verdict after the seed's retry decision table.
+"""
+
+from __future__ import annotations
+
+import email.utils
+from dataclasses import dataclass, field
+from typing import Any
+
+from analyzer.classify import CaptureFacts
+from analyzer.records import C2S, Call
+
+RETRY_WINDOW = 300.0  # seconds after a failure in which the same request counts as its retry
+MANUAL_GAP = 60.0  # a longer pause before a retry reads as a person, not a loop
+PROXY_GAP = 0.5  # gateways re-send within ~250 ms
+FALLBACK_GAP = 10.0  # a client falls back to an older protocol right after a refusal
+
+# A failure after which the server may or may not have run the tool.
+UNKNOWN_EFFECTS = {"NO_RESPONSE", "STREAM_INCOMPLETE", "CANCELLED"}
+# Outcomes a client has a reason to retry.
+RETRIED_AFTER = {
+    "NO_RESPONSE",
+    "HTTP_ERROR",
+    "STREAM_INCOMPLETE",
+    "CANCELLED",
+    "MALFORMED_JSON",
+    "INVALID_ENVELOPE",
+    "JSONRPC_ERROR",
+    "INVALID_TOOL_RESULT",
+    "TOOL_ERROR",
+}
+SDK_RECONNECT_DELAYS = {
+    1.0: "the TypeScript and Python SDKs' first reconnection delay (1 s)",
+    1.5: "the TypeScript SDK's second reconnection delay (1.5 s)",
+}
+BACKOFF_DELAYS = (1.0, 2.0, 4.0, 8.0)
+
+
+@dataclass
+class RetryGroup:
+    group_id: str
+    origin: str
+    confidence: str
+    members: list[Call] = field(default_factory=list)
+    evidence: list[str] = field(default_factory=list)
+    is_failure_retry: bool = True  # False for negotiation, MRTR rounds and planned reconnects
+    safety: str = "safe"
+    may_have_run_twice: bool = False
+
+    def record(self) -> dict[str, Any]:
+        first, last = self.members[0], self.members[-1]
+        end = max((m.request.t for m in self.members), default=first.request.t)
+        last_end = _end(last) or end
+        return {
+            "retry_group": self.group_id,
+            "origin": self.origin,
+            "confidence": self.confidence,
+            "members": [f"c{m.number}" for m in self.members],
+            "attempts": len(self.members),
+            "failure_retry": self.is_failure_retry,
+            "total_ms": round((last_end - first.request.t) * 1000, 3),
+            "final_outcome": last.outcome,
+            "safety": self.safety,
+            "may_have_run_twice": self.may_have_run_twice,
+            "evidence": list(self.evidence),
+        }
+
+
+def _end(call: Call) -> float | None:
+    answers = [m.t for m in call.responses]
+    exchange = call.exchange
+    return answers[0] if answers else (exchange.t_end or exchange.t_error)
+
+
+def _retry_after(call: Call) -> float | None:
+    """Seconds a 429 (or 503) asked the client to wait, from Retry-After."""
+    value = call.exchange.response_headers.get("retry-after")
+    if not value:
+        return None
+    if value.strip().isdigit():
+        return float(value.strip())
+    parsed = email.utils.parsedate_tz(value)
+    if parsed is None:
+        return None
+    sent = _end(call) or call.request.t
+    return max(0.0, email.utils.mktime_tz(parsed) - sent)
+
+
+def find_retries(calls: list[Call], facts: CaptureFacts) -> list[RetryGroup]:
+    """Link attempts; write retry_group, attempt, origin and confidence onto the calls."""
+    groups: list[RetryGroup] = []
+    requests = [c for c in calls if c.request.kind == "request" and c.direction == C2S and c.request.facts]
+    for call in requests:
+        if (group := _resumed_stream(call, f"r{len(groups) + 1}")) is not None:
+            groups.append(group)
+    latest: dict[tuple[str, str], Call] = {}  # (method, params digest) -> latest attempt
+    latest_tool: dict[str, Call] = {}  # tool -> latest attempt, for agents that change arguments
+    latest_probe: Call | None = None  # the last refused modern probe or initialize
+    by_call: dict[int, RetryGroup] = {id(g.members[0]): g for g in groups}
+    for call in requests:
+        assert call.request.facts is not None
+        key = (call.method or "", call.request.facts.digest)
+        previous, origin = _previous_attempt(call, latest.get(key), latest_tool, latest_probe)
+        if previous is not None and origin is not None:
+            group = by_call.get(id(previous))
+            if group is None or group.origin == "transport-resume":
+                group = RetryGroup(f"r{len(groups) + 1}", origin[0], origin[1], [previous])
+                groups.append(group)
+                by_call[id(previous)] = group
+            elif group.origin != origin[0] and origin[0] not in ("mrtr-round", "protocol-fallback"):
+                group.evidence.append(f"attempt {len(group.members) + 1} by {origin[0]}")
+            group.members.append(call)
+            group.evidence.extend(origin[2])
+            by_call[id(call)] = group
+            group.is_failure_retry = group.is_failure_retry and origin[0] not in ("mrtr-round", "protocol-fallback")
+        latest[key] = call
+        if call.tool:
+            latest_tool[call.tool] = call
+        if _is_refused_probe(call):
+            latest_probe = call
+    for group in groups:
+        _apply(group, facts)
+    return groups
+
+
+def _resumed_stream(call: Call, group_id: str) -> RetryGroup | None:
+    resumes = [e for e in call.exchanges if e.method == "GET" and "last-event-id" in e.request_headers]
+    if not resumes:
+        return None
+    first = call.exchange
+    ended = (first.stream or {}).get("ended") or ("error" if first.error else "complete")
+    planned = ended == "complete" and not first.error
+    delay = resumes[0].t_request - (first.t_end or first.t_error or first.t_request)
+    evidence = [
+        f"POST stream ended {ended}; GET with Last-Event-ID {resumes[0].request_headers['last-event-id']} "
+        f"{delay:.1f} s later" + _known_delay(delay)
+    ]
+    if planned:
+        evidence.append("the stream ended cleanly: a planned reconnect (priming event and retry:), not a failure")
+    group = RetryGroup(group_id, "transport-resume", "high", [call], evidence, is_failure_retry=not planned)
+    return group
+
+
+def _known_delay(delay: float) -> str:
+    for expected, name in SDK_RECONNECT_DELAYS.items():
+        if abs(delay - expected) < 0.25:
+            return f" ({name})"
+    return ""
+
+
+def _is_refused_probe(call: Call) -> bool:
+    refused = call.exchange.status in (400, 404, 405) or call.outcome == "JSONRPC_ERROR"
+    return call.method in ("server/discover", "initialize") and refused
+
+
+def _previous_attempt(
+    call: Call, same: Call | None, latest_tool: dict[str, Call], probe: Call | None
+) -> tuple[Call | None, tuple[str, str, list[str]] | None]:
+    """The attempt this call repeats, and (origin, confidence, evidence) of the repetition."""
+    facts = call.request.facts
+    assert facts is not None
+    if _falls_back(call, probe):
+        assert probe is not None
+        why = f"{probe.method} refused (HTTP {probe.exchange.status}, {probe.outcome}), then initialize"
+        return probe, ("protocol-fallback", "high", [f"version negotiation: {why}"])
+    if facts.round_digest is not None and call.tool:
+        before = latest_tool.get(call.tool)
+        if before is not None and before.outcome == "INPUT_REQUIRED":
+            return before, ("mrtr-round", "high", ["input_required answered: same tool, new id, inputResponses"])
+    if call.tool and same is None:
+        before = latest_tool.get(call.tool)
+        if before is not None and before.outcome == "TOOL_ERROR" and _within_window(before, call):
+            return before, ("agent-retry", "medium", ["after isError, the same tool again with other arguments"])
+    if same is None or same.outcome not in RETRIED_AFTER or not _within_window(same, call):
+        return None, None
+    return same, _origin(same, call)
+
+
+def _falls_back(call: Call, probe: Call | None) -> bool:
+    """initialize right after a refused modern probe, or after Streamable HTTP refused an initialize."""
+    if probe is None or call.method != "initialize" or call.request.t - probe.request.t >= FALLBACK_GAP:
+        return False
+    return probe.method == "server/discover" or call.scope != probe.scope
+
+
+def _within_window(before: Call, call: Call) -> bool:
+    return 0 <= call.request.t - (_end(before) or before.request.t) <= RETRY_WINDOW
+
+
+def _origin(before: Call, call: Call) -> tuple[str, str, list[str]]:
+    a, b = before.exchange, call.exchange
+    delay = call.request.t - (_end(before) or before.request.t)
+    same_id = before.request.key_id == call.request.key_id
+    id_text = "same JSON-RPC id" if same_id else f"new id {call.request.id!r} (was {before.request.id!r})"
+    session = "same session" if before.scope == call.scope else "a new session"
+    connection = "same connection" if a.client_conn == b.client_conn else "a new connection"
+    evidence = [
+        f"{before.outcome} (HTTP {a.status}), then the same request {delay:.2f} s later: {id_text}, "
+        f"{session}, {connection}"
+    ]
+    attempts = b.request_headers.get("x-envoy-attempt-count")
+    if attempts and attempts.strip().isdigit() and int(attempts) > 1:
+        return "proxy", "high", [*evidence, f"x-envoy-attempt-count: {attempts}"]
+    if a.status in (401, 403):
+        credentials = b.request_headers.get("authorization")
+        added = credentials is not None and credentials != a.request_headers.get("authorization")
+        confidence = "high" if same_id and added else "medium"
+        return "auth-retry", confidence, [*evidence, "credentials added or changed" if added else "after 401/403"]
+    if same_id and before.scope == call.scope and delay < PROXY_GAP:
+        return "proxy", "medium", [*evidence, "byte-identical re-send within 0.5 s: a gateway's copy"]
+    if a.status == 404 and a.session_id and before.scope != call.scope:
+        return "session-reinit", "high", [*evidence, "404 on the session, then a fresh initialize"]
+    agent_a, agent_b = a.request_headers.get("user-agent"), b.request_headers.get("user-agent")
+    if agent_a != agent_b:
+        return "manual", "medium", [*evidence, f"another client identity ({agent_b!r} after {agent_a!r})"]
+    if delay > MANUAL_GAP:
+        return "manual", "low", [*evidence, f"after {delay:.0f} s: a person, not a loop"]
+    if before.outcome == "TOOL_ERROR":
+        return "agent-retry", "medium", [*evidence, "after isError, the same tool call again"]
+    confidence = "high" if before.scope != call.scope or not same_id else "medium"
+    backoff = next((d for d in BACKOFF_DELAYS if abs(delay - d) < 0.2 * d), None)
+    note = f" (matches a {backoff:.0f} s backoff step)" if backoff else ""
+    return "app-retry", confidence, [*evidence, f"the application sent it again{note}"]
+
+
+def _apply(group: RetryGroup, facts: CaptureFacts) -> None:
+    for attempt, call in enumerate(group.members, 1):
+        call.retry_group, call.attempt = group.group_id, attempt
+        call.retry_origin, call.retry_confidence = (group.origin, group.confidence) if attempt > 1 else (None, None)
+    if group.origin == "transport-resume":
+        call = group.members[0]
+        call.retry_origin, call.retry_confidence = group.origin, group.confidence
+        group.safety = "safe" if not group.is_failure_retry else "safe: the stream was resumed, not re-executed"
+        return
+    if not group.is_failure_retry:
+        group.safety = "not a failure retried"
+        return
+    pairs = list(zip(group.members, group.members[1:], strict=False))
+    verdicts = [_attempt_safety(before, after, facts) for before, after in pairs]
+    group.safety = next((v for v in verdicts if v != "safe"), "safe")
+    group.may_have_run_twice = any(_both_reached_server(before, after) for before, after in pairs)
+    if group.may_have_run_twice and group.safety.startswith("unsafe"):
+        group.evidence.append("both attempts reached the server: the tool may have run twice")
+
+
+def _attempt_safety(before: Call, after: Call, facts: CaptureFacts) -> str:
+    notes: list[str] = []
+    wait = _retry_after(before) if before.exchange.status in (429, 503) else None
+    if wait is not None:
+        waited = after.request.t - (_end(before) or before.request.t)
+        if waited < wait:
+            _flag(after, "RETRY_AFTER_IGNORED", f"retried after {waited:.2f} s; Retry-After asked for {wait:g} s")
+            notes.append("retry-after-ignored")
+    if before.error_code == -32602 and _same_params(before, after):
+        after.evidence = (*after.evidence, "retried unchanged after -32602 invalid params: it will fail again")
+        notes.append("pointless")
+    if after.method == "tools/call" and _effects_unknown(before):
+        tool = facts.tools.get(after.tool or "") or {}
+        hints = tool.get("annotations") if isinstance(tool.get("annotations"), dict) else {}
+        if not (hints.get("readOnlyHint") or hints.get("idempotentHint")):
+            why = f"{before.outcome} left the tool's side effects unknown and {after.tool!r} is not marked "
+            why += "readOnlyHint or idempotentHint in tools/list" if tool else "in any tools/list of the capture"
+            if hints.get("destructiveHint"):
+                why += "; it is marked destructiveHint"
+            _flag(after, "UNSAFE_RETRY", why)
+            notes.insert(0, "unsafe")
+    return notes[0] if notes else "safe"
+
+
+def _same_params(before: Call, after: Call) -> bool:
+    a, b = before.request.facts, after.request.facts
+    return a is not None and b is not None and a.digest == b.digest
+
+
+def _effects_unknown(call: Call) -> bool:
+    status = call.exchange.status
+    return call.outcome in UNKNOWN_EFFECTS or (call.outcome == "HTTP_ERROR" and status is not None and status >= 500)
+
+
+def _both_reached_server(before: Call, after: Call) -> bool:
+    reached = before.exchange.status is not None and before.exchange.status not in (401, 403, 404, 429)
+    return reached and after.exchange.status is not None
+
+
+def _flag(call: Call, flag: str, why: str) -> None:
+    if flag not in call.flags:
+        call.flags = tuple(sorted({*call.flags, flag}))
+    call.evidence = (*call.evidence, why)

@@ -1,0 +1,244 @@
+"""Retry groups, their origins and replay safety, on captures built with mitmproxy's classes.
+
+Origins that real clients produce here are also asserted on sample_captures (test_sample_retries.py).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from analyzer import analyze
+from tests.analyzer.flows import error, exchange, result, rpc, sse, text_result, tool_call, write
+
+WRITE_TOOL = {"name": "write_record", "annotations": {"readOnlyHint": False, "destructiveHint": True}}
+READ_TOOL = {"name": "lookup", "annotations": {"readOnlyHint": True}}
+TOOLS = result(0, {"tools": [WRITE_TOOL, READ_TOOL]})
+
+
+def session(name: str, **extra: str) -> dict[str, str]:
+    return {"mcp-session-id": name, "user-agent": "client/1", **extra}
+
+
+def run(tmp_path: Path, *flows: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    analysis = analyze([write(tmp_path, *flows)])
+    records = analysis.calls
+    return records, [g.record() for g in analysis.retry_groups]
+
+
+def tools_list(at: float, scope: str = "A") -> Any:
+    return exchange(rpc(0, "tools/list"), body=TOOLS, request_headers=session(scope), at=at)
+
+
+def call(
+    rpc_id: Any,
+    tool: str,
+    *,
+    at: float,
+    scope: str = "A",
+    args: dict[str, Any] | None = None,
+    ok: bool = False,
+    **kw: Any,
+) -> Any:
+    """A tools/call; ``ok`` answers it with a result under its own id."""
+    message = tool_call(rpc_id, tool)
+    message["params"]["arguments"] = args or {"key": "k1"}
+    headers = session(scope, **kw.pop("headers", {}))
+    if ok:
+        kw["body"] = result(rpc_id, text_result("done"))
+    return exchange(message, request_headers=headers, at=at, **kw)
+
+
+OK = {"ok": True}
+
+
+def by_id(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {r["call_id"]: r for r in records}
+
+
+def test_app_retry_on_a_fresh_session_is_unsafe_for_a_write_tool(tmp_path: Path) -> None:
+    records, groups = run(
+        tmp_path,
+        tools_list(100),
+        call(1, "write_record", at=101, status=503, body=b"unavailable", content_type="text/plain"),
+        call(1, "write_record", at=103, scope="B", ok=True),
+    )
+    (group,) = groups
+    assert (group["origin"], group["confidence"], group["attempts"]) == ("app-retry", "high", 2)
+    assert group["safety"] == "unsafe" and group["may_have_run_twice"] is True
+    retry = by_id(records)[group["members"][1]]
+    assert (retry["attempt"], retry["retry_origin"], retry["flags"]) == (2, "app-retry", ["UNSAFE_RETRY"])
+    assert any("destructiveHint" in e for e in retry["evidence"])
+    assert by_id(records)[group["members"][0]]["attempt"] == 1
+
+
+def test_read_only_tool_may_be_retried(tmp_path: Path) -> None:
+    records, groups = run(
+        tmp_path,
+        tools_list(100),
+        call(1, "lookup", at=101, status=503, body=b"", content_type="text/plain"),
+        call(2, "lookup", at=102, **OK),
+    )
+    (group,) = groups
+    assert group["safety"] == "safe"
+    assert not any("UNSAFE_RETRY" in r["flags"] for r in records)
+
+
+def test_retry_after_a_429_is_not_unsafe_but_must_wait(tmp_path: Path) -> None:
+    too_soon = run(
+        tmp_path,
+        call(1, "write_record", at=100, status=429, body=b"slow", response_headers={"retry-after": "5"}),
+        call(2, "write_record", at=102, **OK),
+    )
+    records, (group,) = too_soon
+    retry = by_id(records)[group["members"][1]]
+    assert retry["flags"] == ["RETRY_AFTER_IGNORED"] and group["safety"] == "retry-after-ignored"
+    assert any("Retry-After asked for 5 s" in e for e in retry["evidence"])
+    patient = run(
+        tmp_path,
+        call(1, "write_record", at=200, status=429, body=b"slow", response_headers={"retry-after": "5"}),
+        call(2, "write_record", at=206, **OK),
+    )
+    records, (group,) = patient
+    assert all(not r["flags"] for r in records) and group["safety"] == "safe"
+
+
+def test_auth_retry_resends_the_same_id_with_credentials(tmp_path: Path) -> None:
+    _, (group,) = run(
+        tmp_path,
+        call(1, "lookup", at=100, status=401, body=b"", response_headers={"www-authenticate": "Bearer"}, duration=0.1),
+        call(1, "lookup", at=100.3, headers={"authorization": "Bearer t"}, **OK),
+    )
+    assert (group["origin"], group["confidence"], group["safety"]) == ("auth-retry", "high", "safe")
+    assert group["may_have_run_twice"] is False
+
+
+def test_session_reinit_after_404(tmp_path: Path) -> None:
+    _, (group,) = run(
+        tmp_path,
+        call(4, "lookup", at=100, status=404, body=b"session not found", content_type="text/plain"),
+        exchange(
+            rpc(1, "initialize", {"protocolVersion": "2025-11-25"}),
+            body=result(1, {}),
+            at=101,
+            request_headers={"user-agent": "client/1"},
+            response_headers={"mcp-session-id": "B"},
+        ),
+        call(2, "lookup", at=102, scope="B", **OK),
+    )
+    assert (group["origin"], group["confidence"]) == ("session-reinit", "high")
+
+
+def test_proxy_copies(tmp_path: Path) -> None:
+    _, (envoy,) = run(
+        tmp_path,
+        call(1, "lookup", at=100, status=503, body=b"", duration=0.1),
+        call(1, "lookup", at=100.2, headers={"x-envoy-attempt-count": "2"}, **OK),
+    )
+    assert (envoy["origin"], envoy["confidence"]) == ("proxy", "high")
+    _, (quick,) = run(
+        tmp_path,
+        call(1, "lookup", at=200, status=None, error_message="connection reset", duration=0.1),
+        call(1, "lookup", at=200.2, **OK),
+    )
+    assert (quick["origin"], quick["confidence"]) == ("proxy", "medium")
+
+
+def test_manual_and_agent_retries(tmp_path: Path) -> None:
+    _, (late,) = run(
+        tmp_path,
+        call(1, "lookup", at=100, status=502, body=b""),
+        call(2, "lookup", at=190, **OK),
+    )
+    assert (late["origin"], late["confidence"]) == ("manual", "low")
+    _, (other,) = run(
+        tmp_path,
+        call(1, "lookup", at=300, status=502, body=b""),
+        call(2, "lookup", at=302, headers={"user-agent": "curl/8"}, **OK),
+    )
+    assert other["origin"] == "manual"
+    _, (agent,) = run(
+        tmp_path,
+        call(1, "lookup", at=400, body=result(1, text_result("no such key", isError=True))),
+        call(2, "lookup", at=401, args={"key": "k2"}, **OK),
+    )
+    assert (agent["origin"], agent["confidence"]) == ("agent-retry", "medium")
+
+
+def test_protocol_fallback_and_mrtr_are_linked_but_not_failures(tmp_path: Path) -> None:
+    discover = rpc(1, "server/discover", {"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}})
+    first_round = tool_call(2, "ask")
+    second_round = tool_call(3, "ask")
+    second_round["params"]["inputResponses"] = {"name": {"action": "accept"}}
+    _, groups = run(
+        tmp_path,
+        exchange(discover, status=400, body=error(1, -32601, "Method not found"), at=100),
+        exchange(rpc(1, "initialize", {"protocolVersion": "2025-11-25"}), body=result(1, {}), at=100.1),
+        exchange(first_round, body=result(2, {"resultType": "input_required", "inputRequests": {}}), at=101),
+        exchange(second_round, body=result(3, text_result("hello")), at=102),
+    )
+    assert [(g["origin"], g["failure_retry"], g["safety"]) for g in groups] == [
+        ("protocol-fallback", False, "not a failure retried"),
+        ("mrtr-round", False, "not a failure retried"),
+    ]
+
+
+def test_transport_resume_and_planned_reconnect(tmp_path: Path) -> None:
+    progress = {"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": 1, "progress": 1}}
+    cut = {"ended": "upstream-error", "error": "peer closed", "event_times": None}
+    answer = sse(result(1, text_result("done")), ids=True)
+    records, (resumed,) = run(
+        tmp_path,
+        call(
+            1,
+            "lookup",
+            at=100,
+            body=sse(progress, ids=True),
+            content_type="text/event-stream",
+            error_message="peer closed",
+            stream=cut,
+        ),
+        exchange(
+            None,
+            method="GET",
+            body=answer,
+            content_type="text/event-stream",
+            at=101.6,
+            request_headers=session("A", **{"last-event-id": "0"}),
+        ),
+    )
+    assert (resumed["origin"], resumed["failure_retry"], resumed["attempts"]) == ("transport-resume", True, 1)
+    assert records[0]["retry_origin"] == "transport-resume" and "UNSAFE_RETRY" not in records[0]["flags"]
+    _, (planned,) = run(
+        tmp_path,
+        call(
+            1,
+            "lookup",
+            at=200,
+            body=b"id: 0\ndata:\nretry: 500\n\n",
+            content_type="text/event-stream",
+            stream={"ended": "complete", "error": None, "event_times": [200.1]},
+        ),
+        exchange(
+            None,
+            method="GET",
+            body=answer,
+            content_type="text/event-stream",
+            at=200.6,
+            request_headers=session("A", **{"last-event-id": "0"}),
+        ),
+    )
+    assert planned["failure_retry"] is False and any("planned reconnect" in e for e in planned["evidence"])
+
+
+def test_unrelated_calls_are_not_grouped(tmp_path: Path) -> None:
+    """Same id in two sessions with other params; identical reads that succeed (polling)."""
+    _, groups = run(
+        tmp_path,
+        call(1, "lookup", at=100, scope="A", args={"key": "a"}, status=503, body=b""),
+        call(1, "lookup", at=101, scope="B", args={"key": "b"}, **OK),
+        call(2, "lookup", at=200, scope="C", args={"key": "poll"}, **OK),
+        call(3, "lookup", at=260, scope="C", args={"key": "poll"}, **OK),
+        call(4, "lookup", at=320, scope="C", args={"key": "poll"}, **OK),
+    )
+    assert groups == []
