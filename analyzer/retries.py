@@ -200,7 +200,10 @@ def _origin(before: Call, call: Call) -> tuple[str, str, list[str]]:
     delay = call.request.t - (_end(before) or before.request.t)
     same_id = before.request.key_id == call.request.key_id
     id_text = "same JSON-RPC id" if same_id else f"new id {call.request.id!r} (was {before.request.id!r})"
-    session = "same session" if before.scope == call.scope else "a new session"
+    if before.scope == call.scope:
+        session = "same session"
+    else:
+        session = "a new session" if a.session_id or a.legacy_session else "now in a session"
     connection = "same connection" if a.client_conn == b.client_conn else "a new connection"
     evidence = [
         f"{before.outcome} (HTTP {a.status}), then the same request {delay:.2f} s later: {id_text}, "

@@ -81,8 +81,24 @@ class Bed:
     control: Control
     runs: list[dict[str, Any]] = field(default_factory=list)
 
-    def py(self, label: str, steps: Steps, *, mode: str, transport: str = "streamable-http") -> dict[str, Any]:
-        out = run_py_client(self.url, steps, mode=mode, transport=transport, timeout=30, step_timeout=10)
+    def py(
+        self,
+        label: str,
+        steps: Steps,
+        *,
+        mode: str,
+        transport: str = "streamable-http",
+        auth_retry_token: str | None = None,
+    ) -> dict[str, Any]:
+        out = run_py_client(
+            self.url,
+            steps,
+            mode=mode,
+            transport=transport,
+            auth_retry_token=auth_retry_token,
+            timeout=30,
+            step_timeout=10,
+        )
         out["sdk_version"] = importlib.metadata.version("mcp")
         return self._keep(label, out)
 
@@ -131,6 +147,7 @@ class Scenario:
     check: Callable[[list[dict[str, Any]]], None]
     addon: bool = True
     client_note: Callable[[list[dict[str, Any]]], str] | None = None  # extra README note from the client's view
+    auth_token: str | None = None  # the server answers 401 without `Authorization: Bearer <auth_token>`
 
 
 def _expect(condition: bool, message: str) -> None:
@@ -272,14 +289,51 @@ def py_session_expired(bed: Bed) -> None:
         }
     )
     bed.py("expiring", [call("echo", text="first"), call("echo", text="second")], mode="legacy")
-    bed.py("reinit", [call("echo", text="after reinit")], mode="legacy")
+    # The application re-initializes and sends the failed request again (session-reinit).
+    bed.py("reinit", [call("echo", text="second")], mode="legacy")
 
 
 def check_session_expired(runs: list[dict[str, Any]]) -> None:
     first, second = runs
     _expect(outcome(first["steps"][0]) == "first", f"expiring: {outcomes(first)}")
     _expect(not first["steps"][1]["ok"], f"the 404 call succeeded: {outcomes(first)}")
-    _expect(outcomes(second) == ["after reinit"], f"reinit: {outcomes(second)}")
+    _expect(outcomes(second) == ["second"], f"reinit: {outcomes(second)}")
+
+
+# What a server that does not know the 2026 probe answers (the JSON-RPC id is the one the Python
+# SDK gives `server/discover`, its first request; the transport uses its own request id either way).
+# mcp/client/_probe.py falls back to `initialize` on any MCPError except -32022 naming only modern
+# versions, and the transport turns every 4xx into one: a bare 404 or 405 falls back the same way.
+DISCOVER_REFUSAL = {
+    "status": 400,
+    "headers": {"content-type": "application/json"},
+    "body": json.dumps({"jsonrpc": "2.0", "id": 1, "error": {"code": -32601, "message": "Method not found"}}),
+}
+
+
+def py_protocol_fallback(bed: Bed) -> None:
+    bed.control.faults({"match": {"rpc_method": "server/discover"}, "action": DISCOVER_REFUSAL, "times": None})
+    bed.py("fallback", [call("echo", text="after fallback")], mode="auto")
+
+
+def check_fallback(runs: list[dict[str, Any]]) -> None:
+    [run] = runs
+    _expect(run["fatal"] is None, f"fatal: {run['fatal']}")
+    _expect(run["protocol_version"] == "2025-11-25", f"protocol {run['protocol_version']}")
+    _expect(outcomes(run) == ["after fallback"], f"unexpected outcomes {outcomes(run)}")
+
+
+AUTH_TOKEN = "s3cret"  # a test token; the capture holds it in clear (nothing is redacted yet)
+
+
+def py_auth_retry(bed: Bed) -> None:
+    bed.py("auth-retry", [LIST_TOOLS, call("echo", text="authorized")], mode="legacy", auth_retry_token=AUTH_TOKEN)
+
+
+def check_auth_retry(runs: list[dict[str, Any]]) -> None:
+    [run] = runs
+    _expect(run["fatal"] is None, f"fatal: {run['fatal']}")
+    _expect(outcomes(run) == ["8 tools", "authorized"], f"unexpected outcomes {outcomes(run)}")
 
 
 def plain_mitmdump_progress(bed: Bed) -> None:
@@ -386,6 +440,26 @@ SCENARIOS = [
         check_session_expired,
     ),
     Scenario(
+        "py-protocol-fallback",
+        "python",
+        "stateful",
+        "`--mode auto` against a server that refuses the 2026 probe: `server/discover` answered 400 with "
+        "JSON-RPC error -32601 (fault rule), the client falls back to `initialize` (2025-11-25) and runs echo",
+        py_protocol_fallback,
+        check_fallback,
+    ),
+    Scenario(
+        "py-auth-retry",
+        "python",
+        "stateful",
+        "bearer-token server: the first `initialize` goes without a token and gets 401 + "
+        "`WWW-Authenticate: Bearer`; the client's httpx2.Auth flow re-sends the identical request with "
+        "`Authorization: Bearer s3cret`; list + echo then carry the token",
+        py_auth_retry,
+        check_auth_retry,
+        auth_token=AUTH_TOKEN,
+    ),
+    Scenario(
         "plain-mitmdump-progress",
         "typescript",
         "stateful",
@@ -438,7 +512,7 @@ def record(scenario: Scenario) -> float:
 
 def _record_into(scenario: Scenario, workdir: Path, runs: list[dict[str, Any]]) -> Path:
     """Server, proxy, clients, checks; the clients' outputs go into `runs`. Returns the checked flow file."""
-    with start_server(scenario.server_mode) as server:
+    with start_server(scenario.server_mode, auth_token=scenario.auth_token) as server:
         control = Control(server.port)
         control.reset()
         upstream = f"reverse:http://127.0.0.1:{server.port}"

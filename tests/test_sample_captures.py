@@ -32,6 +32,8 @@ ADDON_CAPTURES = [
     "py-app-retry-after-503",
     "ts-protocol-faults",
     "py-session-expired",
+    "py-protocol-fallback",
+    "py-auth-retry",
 ]
 PLAIN_CAPTURES = ["plain-mitmdump-progress"]
 ALL_CAPTURES = ADDON_CAPTURES + PLAIN_CAPTURES
@@ -300,6 +302,56 @@ def test_py_session_expired_then_reinitialized() -> None:
     assert len(later_init) == 1 and session(later_init[0]) != session(expired)
     after = [f for f in echoes if session(f) == session(later_init[0])]
     assert [f.response.status_code for f in after] == [200]
+    resent, failed = (json.loads(f.request.content)["params"] for f in (after[0], expired))
+    assert resent["arguments"] == failed["arguments"], "the failed request is sent again"
+
+
+def test_py_protocol_fallback_after_refused_probe() -> None:
+    name = "py-protocol-fallback"
+    captured = flows(name)
+    probe, init = captured[:2]
+    assert rpc_method(probe) == "server/discover" and probe.request.method == "POST"
+    assert probe.request.headers["mcp-protocol-version"] == "2026-07-28"
+    assert probe.response.status_code == 400 and session(probe) is None
+    [refusal] = answers(probe)
+    assert refusal["error"]["code"] == -32601 and refusal["id"] == request(probe)["id"]
+    # Version negotiation, not a retry: a different method under the next id, then a 2025 session.
+    assert rpc_method(init) == "initialize" and request(init)["id"] != request(probe)["id"]
+    assert init.response.status_code == 200
+    assert [m["result"]["protocolVersion"] for m in answers(init) if "result" in m] == ["2025-11-25"]
+    assert rpc_method(captured[2]) == "notifications/initialized" and captured[2].response.status_code == 202
+    assert len({session(f) for f in captured[1:]}) == 1 and session(init)
+    assert [rpc_method(f) for f in captured].count("server/discover") == 1
+    [echo] = calls(name, "echo")
+    assert session(echo) == session(init) and result_text(answers(echo)[-1]) == "after fallback"
+    [run] = client_runs(name)
+    assert run["protocol_version"] == "2025-11-25" and run["steps"][0]["ok"]
+
+
+def test_py_auth_retry_resends_the_same_request_with_a_token() -> None:
+    name = "py-auth-retry"
+    captured = flows(name)
+    refused, retried = captured[:2]
+    assert rpc_method(refused) == "initialize"
+    assert refused.response.status_code == 401
+    assert refused.response.headers["www-authenticate"].startswith("Bearer")
+    assert "authorization" not in refused.request.headers and session(refused) is None
+    assert refused.metadata[KEY]["failure"] == "HTTP 401"
+    # The identical message again (same JSON-RPC id, same bytes), now with the token.
+    assert retried.request.raw_content == refused.request.raw_content
+    assert request(retried)["id"] == request(refused)["id"]
+    assert retried.request.headers["authorization"] == "Bearer s3cret"
+    assert retried.response.status_code == 200 and session(retried)
+    assert retried.request.timestamp_start - refused.response.timestamp_end < 1.0
+    # Every later request carries the token from the start and succeeds: exactly one 401.
+    assert all(f.request.headers.get("authorization") == "Bearer s3cret" for f in captured[1:])
+    assert [f.response.status_code for f in captured].count(401) == 1
+    assert all(f.response.status_code < 300 for f in captured[1:])
+    assert [rpc_method(f) for f in captured if f.request.method == "POST"][3:] == ["tools/list", "tools/call"]
+    [echo] = calls(name, "echo")
+    assert result_text(answers(echo)[-1]) == "authorized"
+    [run] = client_runs(name)
+    assert [s["ok"] for s in run["steps"]] == [True, True]
 
 
 def test_plain_mitmdump_has_no_metadata_and_buffered_sse() -> None:

@@ -2,13 +2,17 @@
 
     python -m tests.clients.py_client --url URL --steps JSON
         [--transport streamable-http|sse] [--mode legacy|auto|2026-07-28]
-        [--auth-token T] [--timeout S] [--step-timeout S]
+        [--auth-token T | --auth-retry-token T] [--timeout S] [--step-timeout S]
 
 Prints exactly one JSON object on stdout and exits 0:
     {"client": "python-mcp", "transport", "mode", "protocol_version", "steps": [...], "fatal": null | {...}}
 Steps: {"op": "list_tools"} | {"op": "call", "tool": NAME, "args": {...}}.
 The URL's host:port is replaced by <HOST> everywhere in the output, so runs made directly and
 through a proxy on another port compare equal.
+
+--auth-token T sends `Authorization: Bearer T` on every request from the start. --auth-retry-token T
+sends the first request without it and retries after a 401, the way the SDK's OAuth support does
+(see RetryBearerAuth).
 """
 
 from __future__ import annotations
@@ -18,12 +22,13 @@ import json
 import logging
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 from urllib.parse import urlsplit
 
 import anyio
+import httpx2
 from mcp import Client
 from mcp.client.session import ClientRequestContext
 from mcp.client.sse import sse_client
@@ -64,12 +69,39 @@ async def accept_elicitation(context: ClientRequestContext, params: ElicitReques
     return ElicitResult(action="accept", content=dict(ELICIT_ANSWER))
 
 
-def make_transport(url: str, transport: str, auth_token: str | None) -> AbstractAsyncContextManager[Any]:
+class RetryBearerAuth(httpx2.Auth):
+    """Send without a token until the server answers 401, then re-send the same request with one.
+
+    The retry of the SDK's OAuth support (mcp.client.auth.OAuthClientProvider, an httpx2.Auth flow)
+    without its discovery, registration and token requests, which need an authorization server:
+    on a 401 it obtains a token, sets `Authorization: Bearer` on the very request object that got
+    the 401 (same body, same JSON-RPC id) and yields it again; from then on every request carries
+    the token from the start.
+    """
+
+    def __init__(self, token: str) -> None:
+        self.token = token
+        self.have_token = False  # the OAuth provider starts with no stored tokens
+
+    def auth_flow(self, request: httpx2.Request) -> Generator[httpx2.Request, httpx2.Response, None]:
+        if self.have_token:
+            request.headers["Authorization"] = f"Bearer {self.token}"
+        response = yield request
+        if response.status_code == 401 and not self.have_token:
+            self.have_token = True  # where the OAuth provider would run its flow and store the token
+            request.headers["Authorization"] = f"Bearer {self.token}"
+            yield request
+
+
+def make_transport(
+    url: str, transport: str, auth_token: str | None, auth_retry_token: str | None = None
+) -> AbstractAsyncContextManager[Any]:
     headers = {"Authorization": f"Bearer {auth_token}"} if auth_token else None
+    auth = RetryBearerAuth(auth_retry_token) if auth_retry_token else None
     if transport == "sse":
-        return sse_client(url, headers=headers)
-    # The SDK's own client factory keeps its default timeouts; we only add the auth header.
-    return streamable_http_client(url, http_client=create_mcp_http_client(headers=headers))
+        return sse_client(url, headers=headers, auth=auth)
+    # The SDK's own client factory keeps its default timeouts; we only add the auth header or flow.
+    return streamable_http_client(url, http_client=create_mcp_http_client(headers=headers, auth=auth))
 
 
 class Runner:
@@ -99,7 +131,7 @@ class Runner:
 
     async def _session(self) -> None:
         client = Client(
-            make_transport(self.args.url, self.args.transport, self.args.auth_token),
+            make_transport(self.args.url, self.args.transport, self.args.auth_token, self.args.auth_retry_token),
             mode=self.args.mode,
             elicitation_callback=accept_elicitation,
             read_timeout_seconds=self.args.step_timeout,
@@ -171,7 +203,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--steps", required=True, help='JSON list, e.g. [{"op": "list_tools"}]')
     parser.add_argument("--transport", choices=("streamable-http", "sse"), default="streamable-http")
     parser.add_argument("--mode", default="auto", help="legacy | auto | 2026-07-28 (the SDK's Client mode)")
-    parser.add_argument("--auth-token", default=None)
+    auth = parser.add_mutually_exclusive_group()
+    auth.add_argument("--auth-token", default=None, help="send Authorization: Bearer T on every request")
+    auth.add_argument("--auth-retry-token", default=None, help="send no token until a 401, then retry with T")
     parser.add_argument("--timeout", type=float, default=20.0, help="overall deadline, seconds")
     parser.add_argument("--step-timeout", type=float, default=10.0, help="per-step deadline, seconds")
     return parser.parse_args(argv)

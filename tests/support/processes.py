@@ -157,16 +157,22 @@ def run_py_client(
     transport: str = "streamable-http",
     mode: str = "auto",
     auth_token: str | None = None,
+    auth_retry_token: str | None = None,
     timeout: float = 20.0,
     step_timeout: float | None = None,
 ) -> dict[str, Any]:
-    """Run tests.clients.py_client and return its JSON result."""
+    """Run tests.clients.py_client and return its JSON result.
+
+    auth_token: sent on every request; auth_retry_token: sent only after a 401 (the runner's RetryBearerAuth).
+    """
     argv = [sys.executable, "-m", "tests.clients.py_client", "--url", url, "--steps", json.dumps(steps)]
     argv += ["--transport", transport, "--mode", mode, "--timeout", str(timeout)]
     if step_timeout is not None:
         argv += ["--step-timeout", str(step_timeout)]
     if auth_token:
         argv += ["--auth-token", auth_token]
+    if auth_retry_token:
+        argv += ["--auth-retry-token", auth_retry_token]
     # The runner enforces `timeout` itself; the extra margin covers interpreter start-up.
     return run_json_command(argv, timeout=timeout + 15)
 

@@ -1,0 +1,55 @@
+"""Retry origins on real captures: every origin the official SDK clients produce here."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from analyzer import analyze
+
+SAMPLES = Path(__file__).resolve().parents[2] / "sample_captures"
+
+
+def groups_of(name: str) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
+    analysis = analyze([SAMPLES / f"{name}.flows"])
+    return [g.record() for g in analysis.retry_groups], {c["call_id"]: c for c in analysis.calls}
+
+
+@pytest.mark.parametrize(
+    ("name", "origin", "methods", "failure_retry"),
+    [
+        ("ts-2025-resume-after-cut", "transport-resume", ["tools/call"], True),
+        ("py-protocol-fallback", "protocol-fallback", ["server/discover", "initialize"], False),
+        ("py-app-retry-after-503", "app-retry", ["tools/call", "tools/call"], True),
+        ("py-session-expired", "session-reinit", ["tools/call", "tools/call"], True),
+        ("py-2026-stateless", "mrtr-round", ["tools/call", "tools/call"], False),
+        ("py-auth-retry", "auth-retry", ["initialize", "initialize"], True),
+    ],
+)
+def test_origin_of_each_real_retry(name: str, origin: str, methods: list[str], failure_retry: bool) -> None:
+    groups, calls = groups_of(name)
+    (group,) = groups
+    assert (group["origin"], group["confidence"]) == (origin, "high")
+    assert [calls[m]["method"] for m in group["members"]] == methods
+    assert group["failure_retry"] is failure_retry
+    for attempt, member in enumerate(group["members"], 1):
+        assert (calls[member]["retry_group"], calls[member]["attempt"]) == (group["retry_group"], attempt)
+    assert calls[group["members"][-1]]["retry_origin"] == origin
+
+
+def test_app_retry_groups_the_same_id_across_sessions_and_flags_the_write() -> None:
+    (group,), calls = groups_of("py-app-retry-after-503")
+    first, second = (calls[m] for m in group["members"])
+    assert first["jsonrpc_id"] == second["jsonrpc_id"] == 4 and first["scope"] != second["scope"]
+    assert (first["outcome"], second["outcome"]) == ("HTTP_ERROR", "TOOL_SUCCESS")
+    assert second["flags"] == ["UNSAFE_RETRY"] and group["safety"] == "unsafe"
+    assert group["may_have_run_twice"] is True
+    assert any("not marked readOnlyHint or idempotentHint" in e for e in second["evidence"])
+
+
+def test_no_retry_is_invented_in_clean_captures() -> None:
+    for name in ("py-2025-session-tools", "ts-2025-session-tools", "py-2024-legacy-sse", "ts-protocol-faults"):
+        groups, _ = groups_of(name)
+        assert groups == [], name
