@@ -265,16 +265,24 @@ def _attempt_safety(before: Call, after: Call, facts: CaptureFacts) -> str:
     if before.error_code == -32602 and _same_params(before, after):
         after.evidence = (*after.evidence, "retried unchanged after -32602 invalid params: it will fail again")
         notes.append("pointless")
-    if after.method == "tools/call" and _effects_unknown(before):
-        tool = facts.tools.get(after.tool or "") or {}
-        hints = tool.get("annotations") if isinstance(tool.get("annotations"), dict) else {}
-        if not (hints.get("readOnlyHint") or hints.get("idempotentHint")):
-            why = f"{before.outcome} left the tool's side effects unknown and {after.tool!r} is not marked "
-            why += "readOnlyHint or idempotentHint in tools/list" if tool else "in any tools/list of the capture"
-            if hints.get("destructiveHint"):
-                why += "; it is marked destructiveHint"
-            _flag(after, "UNSAFE_RETRY", why)
-            notes.insert(0, "unsafe")
+    tool = facts.tools.get(after.tool or "") or {}
+    hints = tool.get("annotations") if isinstance(tool.get("annotations"), dict) else {}
+    replayable = bool(hints.get("readOnlyHint") or hints.get("idempotentHint"))
+    if after.method == "tools/call" and _effects_unknown(before) and not replayable:
+        why = f"{before.outcome} left the tool's side effects unknown and {after.tool!r} is not marked "
+        why += "readOnlyHint or idempotentHint in tools/list" if tool else "in any tools/list of the capture"
+        if hints.get("destructiveHint"):
+            why += "; it is marked destructiveHint"
+        _flag(after, "UNSAFE_RETRY", why)
+        notes.insert(0, "unsafe")
+    elif before.outcome in ("MALFORMED_JSON", "INVALID_ENVELOPE", "INVALID_TOOL_RESULT"):
+        # The seed's decision table: do not replay; keep the raw answer and find the defect.
+        after.evidence = (*after.evidence, f"replayed after {before.outcome}: the server answered, so it ran")
+        notes.append("do not replay")
+    elif before.outcome == "TOOL_ERROR" and after.method == "tools/call" and not replayable:
+        why = f"{after.tool!r} ran and reported an error; repeating it depends on what it does"
+        after.evidence = (*after.evidence, why)
+        notes.append("depends on the tool")
     return notes[0] if notes else "safe"
 
 

@@ -33,6 +33,18 @@ def summary_text(analysis: Analysis, width: int = 80) -> str:
             lines.append(f"  {call['call_id']} {what} id={call['jsonrpc_id']} {call['outcome']}{flags}")
             if call["evidence"]:
                 lines.append(f"    {call['evidence'][-1]}")
+    if analysis.retry_groups:
+        lines.append("")
+        lines.append("retry chains:")
+        for group in analysis.retry_groups:
+            record = group.record()
+            safety = record["safety"] if record["failure_retry"] else "not a failure"
+            lines.append(
+                f"  {record['retry_group']} {record['origin']} [{record['confidence']}]: "
+                f"{' -> '.join(record['members'])} = {record['final_outcome']}, {safety}"
+            )
+            if record["may_have_run_twice"]:
+                lines.append("    the tool may have run twice")
     return "\n".join(_fit(line, width) for line in lines)
 
 

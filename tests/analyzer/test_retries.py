@@ -242,3 +242,17 @@ def test_unrelated_calls_are_not_grouped(tmp_path: Path) -> None:
         call(4, "lookup", at=320, scope="C", args={"key": "poll"}, **OK),
     )
     assert groups == []
+
+
+def test_retry_decision_table_for_answers_that_did_arrive(tmp_path: Path) -> None:
+    """Seed table: unchanged after -32602 fails again; after a malformed answer, do not replay."""
+    records, groups = run(
+        tmp_path,
+        call(1, "write_record", at=100, body=error(1, -32602, "bad key")),
+        call(2, "write_record", at=101, **OK),
+        call(3, "lookup", at=200, body=b"{not json"),
+        call(4, "lookup", at=201, **OK),
+    )
+    assert [g["safety"] for g in groups] == ["pointless", "do not replay"]
+    assert any("it will fail again" in e for e in by_id(records)[groups[0]["members"][1]]["evidence"])
+    assert not any(r["flags"] for r in records if r["method"] == "tools/call")

@@ -109,12 +109,13 @@ def test_cancelled_stream(tmp_path: Path) -> None:
 
 
 def test_malformed_json_and_envelopes(tmp_path: Path) -> None:
+    # Four different tools: independent calls, not retries of one another.
     calls = verdicts(
         tmp_path,
-        exchange(tool_call(1), body=b"{unclosed"),
-        exchange(tool_call(2), body={**result(2, text_result()), "error": {"code": 1, "message": "x"}}),
-        exchange(tool_call(3), body=result(99, text_result())),
-        exchange(tool_call(4), body={"jsonrpc": "1.0", "id": 4, "result": text_result()}),
+        exchange(tool_call(1, "t1"), body=b"{unclosed"),
+        exchange(tool_call(2, "t2"), body={**result(2, text_result()), "error": {"code": 1, "message": "x"}}),
+        exchange(tool_call(3, "t3"), body=result(99, text_result())),
+        exchange(tool_call(4, "t4"), body={"jsonrpc": "1.0", "id": 4, "result": text_result()}),
     )
     by_id = {c["jsonrpc_id"]: c for c in calls}
     assert by_id[1]["outcome"] == "MALFORMED_JSON"
