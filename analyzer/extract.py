@@ -150,6 +150,8 @@ def _extract_events(exchange: Exchange, text: str, out: Extracted, whole: bool) 
     out.sse_events = events
     times = (exchange.stream or {}).get("event_times") or []
     fallback = exchange.t_end or exchange.t_error or exchange.t_response or exchange.t_request
+    retries = [e.retry for e in events if e.retry is not None]
+    exchange.sse_retry = retries[-1] if retries else None
     for position, event in enumerate(events):
         t = times[position] if position < len(times) and times[position] is not None else fallback
         t = max(t, exchange.t_request)  # an answer cannot precede its request, whatever a clock said

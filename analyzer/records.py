@@ -41,6 +41,7 @@ class Exchange:
     stream: dict[str, Any] | None = None  # the addon's stream record, if any
     recorded_by_addon: bool = False
     scope: str = ""  # the pairing scope of its messages (see analyzer.pair.scope_of)
+    sse_retry: int | None = None  # the last `retry:` (ms) its event stream carried
 
     @property
     def url(self) -> str:

@@ -104,11 +104,12 @@ def find_retries(calls: list[Call], facts: CaptureFacts) -> list[RetryGroup]:
     latest: dict[tuple[str, str], Call] = {}  # (method, params digest) -> latest attempt
     latest_tool: dict[str, Call] = {}  # tool -> latest attempt, for agents that change arguments
     latest_probe: Call | None = None  # the last refused modern probe or initialize
+    clients = _clients(requests)
     by_call: dict[int, RetryGroup] = {id(g.members[0]): g for g in groups}
     for call in requests:
         assert call.request.facts is not None
         key = (call.method or "", call.request.facts.digest)
-        previous, origin = _previous_attempt(call, latest.get(key), latest_tool, latest_probe)
+        previous, origin = _previous_attempt(call, latest.get(key), latest_tool, latest_probe, clients)
         if previous is not None and origin is not None:
             group = by_call.get(id(previous))
             if group is None or group.origin == "transport-resume":
@@ -121,7 +122,11 @@ def find_retries(calls: list[Call], facts: CaptureFacts) -> list[RetryGroup]:
             group.evidence.extend(origin[2])
             by_call[id(call)] = group
             group.is_failure_retry = group.is_failure_retry and origin[0] not in ("mrtr-round", "protocol-fallback")
-        latest[key] = call
+        # Only a request that did not succeed can be retried: keep those, so the index stays small.
+        if call.outcome in RETRIED_AFTER:
+            latest[key] = call
+        else:
+            latest.pop(key, None)
         if call.tool:
             latest_tool[call.tool] = call
         if _is_refused_probe(call):
@@ -141,7 +146,7 @@ def _resumed_stream(call: Call, group_id: str) -> RetryGroup | None:
     delay = resumes[0].t_request - (first.t_end or first.t_error or first.t_request)
     evidence = [
         f"POST stream ended {ended}; GET with Last-Event-ID {resumes[0].request_headers['last-event-id']} "
-        f"{delay:.1f} s later" + _known_delay(delay)
+        f"{delay:.1f} s later" + _known_delay(delay, first.sse_retry)
     ]
     if planned:
         evidence.append("the stream ended cleanly: a planned reconnect (priming event and retry:), not a failure")
@@ -149,7 +154,9 @@ def _resumed_stream(call: Call, group_id: str) -> RetryGroup | None:
     return group
 
 
-def _known_delay(delay: float) -> str:
+def _known_delay(delay: float, server_retry_ms: int | None) -> str:
+    if server_retry_ms is not None and abs(delay - server_retry_ms / 1000) < 0.25:
+        return f" (the server's retry: {server_retry_ms} ms)"
     for expected, name in SDK_RECONNECT_DELAYS.items():
         if abs(delay - expected) < 0.25:
             return f" ({name})"
@@ -161,8 +168,17 @@ def _is_refused_probe(call: Call) -> bool:
     return call.method in ("server/discover", "initialize") and refused
 
 
+def _clients(requests: list[Call]) -> dict[str, str]:
+    """scope -> clientInfo "name/version", from initialize (or the 2026 per-request _meta)."""
+    clients: dict[str, str] = {}
+    for call in requests:
+        if call.request.facts is not None and call.request.facts.client:
+            clients.setdefault(call.scope, call.request.facts.client)
+    return clients
+
+
 def _previous_attempt(
-    call: Call, same: Call | None, latest_tool: dict[str, Call], probe: Call | None
+    call: Call, same: Call | None, latest_tool: dict[str, Call], probe: Call | None, clients: dict[str, str]
 ) -> tuple[Call | None, tuple[str, str, list[str]] | None]:
     """The attempt this call repeats, and (origin, confidence, evidence) of the repetition."""
     facts = call.request.facts
@@ -181,7 +197,7 @@ def _previous_attempt(
             return before, ("agent-retry", "medium", ["after isError, the same tool again with other arguments"])
     if same is None or same.outcome not in RETRIED_AFTER or not _within_window(same, call):
         return None, None
-    return same, _origin(same, call)
+    return same, _origin(same, call, clients)
 
 
 def _falls_back(call: Call, probe: Call | None) -> bool:
@@ -195,7 +211,7 @@ def _within_window(before: Call, call: Call) -> bool:
     return 0 <= call.request.t - (_end(before) or before.request.t) <= RETRY_WINDOW
 
 
-def _origin(before: Call, call: Call) -> tuple[str, str, list[str]]:
+def _origin(before: Call, call: Call, clients: dict[str, str]) -> tuple[str, str, list[str]]:
     a, b = before.exchange, call.exchange
     delay = call.request.t - (_end(before) or before.request.t)
     same_id = before.request.key_id == call.request.key_id
@@ -224,6 +240,9 @@ def _origin(before: Call, call: Call) -> tuple[str, str, list[str]]:
     agent_a, agent_b = a.request_headers.get("user-agent"), b.request_headers.get("user-agent")
     if agent_a != agent_b:
         return "manual", "medium", [*evidence, f"another client identity ({agent_b!r} after {agent_a!r})"]
+    info_a, info_b = clients.get(before.scope), clients.get(call.scope)
+    if info_a and info_b and info_a != info_b:
+        return "manual", "medium", [*evidence, f"another client ({info_b} after {info_a}, from clientInfo)"]
     if delay > MANUAL_GAP:
         return "manual", "low", [*evidence, f"after {delay:.0f} s: a person, not a loop"]
     if before.outcome == "TOOL_ERROR":
