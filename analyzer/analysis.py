@@ -60,7 +60,7 @@ class Analysis:
 
 
 def _mcp_reason(exchange: Exchange, extracted: Extracted, known: set[str]) -> str | None:
-    if any(m.claims_jsonrpc for m in extracted.messages):
+    if extracted.claims_jsonrpc:
         return "JSON-RPC messages"
     if extracted.endpoint is not None:
         return "HTTP+SSE endpoint event"

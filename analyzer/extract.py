@@ -25,6 +25,7 @@ class Extracted:
     messages: list[Message] = field(default_factory=list)
     sse_events: list[SseEvent] = field(default_factory=list)
     endpoint: str | None = None  # a 2024-11-05 stream's `endpoint` event
+    claims_jsonrpc: bool = False  # some object in it has a "jsonrpc" member, valid or not
     problems: list[str] = field(default_factory=list)
 
 
@@ -63,7 +64,6 @@ def message_from(
     method = interned(value["method"]) if isinstance(value.get("method"), str) else None
     kind, problem = _kind(value, rpc_id, method)
     message = Message(exchange, direction, kind, rpc_id, method, value if whole else None, t, problem, event_id)
-    message.claims_jsonrpc = "jsonrpc" in value
     params = value.get("params")
     if kind == "request" and method is not None:
         message.facts = request_facts(method, params)
@@ -103,20 +103,23 @@ def _kind(value: dict[str, Any], rpc_id: Any, method: str | None) -> tuple[str, 
     return kind, None
 
 
-def _messages_in_text(
-    text: str, exchange: Exchange, direction: str, t: float, event_id: str | None = None, *, whole: bool = False
-) -> list[Message]:
+def _read_text(
+    out: Extracted, text: str, exchange: Exchange, direction: str, t: float, event_id: str | None, whole: bool
+) -> None:
+    """The messages in one body or event, added to ``out``."""
     try:
         value = json.loads(text)
     except ValueError as e:
-        bad = Message(exchange, direction, "invalid", None, None, None, t, f"not JSON: {e}", event_id)
-        bad.raw = text[:500]
-        return [bad]
-    if isinstance(value, list):
-        if not value:
-            return [Message(exchange, direction, "invalid", None, None, None, t, "empty batch", event_id)]
-        return [message_from(item, exchange, direction, t, event_id, whole=whole) for item in value]
-    return [message_from(value, exchange, direction, t, event_id, whole=whole)]
+        # The start of the text goes into the problem: it is what a reader needs to see.
+        problem = f"not JSON: {e}: {text[:120]!r}"
+        out.messages.append(Message(exchange, direction, "invalid", None, None, None, t, problem, event_id))
+        return
+    items = value if isinstance(value, list) else [value]
+    if not items:
+        out.messages.append(Message(exchange, direction, "invalid", None, None, None, t, "empty batch", event_id))
+    for item in items:
+        out.claims_jsonrpc = out.claims_jsonrpc or (isinstance(item, dict) and "jsonrpc" in item)
+        out.messages.append(message_from(item, exchange, direction, t, event_id, whole=whole))
 
 
 def extract_messages(exchange: Exchange, *, whole: bool = False) -> Extracted:
@@ -126,7 +129,7 @@ def extract_messages(exchange: Exchange, *, whole: bool = False) -> Extracted:
     if problem:
         out.problems.append(f"request: {problem}")
     if text and text.strip():
-        out.messages.extend(_messages_in_text(text, exchange, C2S, exchange.t_request, whole=whole))
+        _read_text(out, text, exchange, C2S, exchange.t_request, None, whole)
     if exchange.status is None:
         return out
     text, problem = decode_body(exchange.response_body, exchange.response_headers)
@@ -136,7 +139,7 @@ def extract_messages(exchange: Exchange, *, whole: bool = False) -> Extracted:
         _extract_events(exchange, text or "", out, whole)
     elif text and text.strip() and (_looks_like_json(exchange, text)):
         t = exchange.t_end or exchange.t_response or exchange.t_request
-        out.messages.extend(_messages_in_text(text, exchange, S2C, t, whole=whole))
+        _read_text(out, text, exchange, S2C, t, None, whole)
     return out
 
 
@@ -160,4 +163,4 @@ def _extract_events(exchange: Exchange, text: str, out: Extracted, whole: bool) 
             continue
         if not event.data:
             continue  # priming event, or a retry-only event
-        out.messages.extend(_messages_in_text(event.data, exchange, S2C, t, event.id, whole=whole))
+        _read_text(out, event.data, exchange, S2C, t, event.id, whole)

@@ -77,12 +77,10 @@ class Message:
     t: float
     problem: str | None = None  # why it is not valid JSON-RPC, if it is not
     event_id: str | None = None  # the SSE event id it came with
-    raw: str | None = None  # the text, kept only when it could not be parsed
     facts: RequestFacts | None = None  # a request's
     shape: ResultShape | None = None  # a result's
     error: tuple[int, str] | None = None  # an error response's code and message
     ref: str | None = None  # a notification's progressToken or cancelled requestId, as a reference
-    claims_jsonrpc: bool = False  # it has a "jsonrpc" member, valid or not
 
     @property
     def key_id(self) -> str:

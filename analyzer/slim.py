@@ -17,7 +17,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-TEXT_LIMIT = 160  # characters of text kept
+TEXT_LIMIT = 100  # characters of text kept
 SMALL = 4096  # bytes of JSON below which a value is kept whole
 VERSION_META = "io.modelcontextprotocol/protocolVersion"
 CLIENT_META = "io.modelcontextprotocol/clientInfo"
