@@ -66,15 +66,15 @@ def message_from(
     message = Message(exchange, direction, kind, rpc_id, method, value if whole else None, t, problem, event_id)
     params = value.get("params")
     if kind == "request" and method is not None:
-        message.facts = request_facts(method, params)
+        message.detail = request_facts(method, params)
     elif kind == "notification" and isinstance(params, dict):
-        message.ref = reference(params.get("progressToken", params.get("requestId")))
+        message.detail = reference(params.get("progressToken", params.get("requestId")))
     elif kind == "result":
-        message.shape = result_shape(value["result"])
+        message.detail = result_shape(value["result"])
         if not whole:
             message.body = capture_wide_body(value["result"])
     elif kind == "error":
-        message.error = error_facts(value["error"])
+        message.detail = error_facts(value["error"])
     return message
 
 

@@ -77,10 +77,26 @@ class Message:
     t: float
     problem: str | None = None  # why it is not valid JSON-RPC, if it is not
     event_id: str | None = None  # the SSE event id it came with
-    facts: RequestFacts | None = None  # a request's
-    shape: ResultShape | None = None  # a result's
-    error: tuple[int, str] | None = None  # an error response's code and message
-    ref: str | None = None  # a notification's progressToken or cancelled requestId, as a reference
+    # One slot for what its kind carries (a capture holds hundreds of thousands of messages):
+    # a request's RequestFacts, a result's ResultShape, an error's (code, message), or a
+    # notification's progressToken / cancelled requestId as a reference string.
+    detail: RequestFacts | ResultShape | tuple[int, str] | str | None = None
+
+    @property
+    def facts(self) -> RequestFacts | None:
+        return self.detail if isinstance(self.detail, RequestFacts) else None
+
+    @property
+    def shape(self) -> ResultShape | None:
+        return self.detail if isinstance(self.detail, ResultShape) else None
+
+    @property
+    def error(self) -> tuple[int, str] | None:
+        return self.detail if isinstance(self.detail, tuple) else None
+
+    @property
+    def ref(self) -> str | None:
+        return self.detail if isinstance(self.detail, str) else None
 
     @property
     def key_id(self) -> str:
