@@ -256,3 +256,18 @@ def test_retry_decision_table_for_answers_that_did_arrive(tmp_path: Path) -> Non
     assert [g["safety"] for g in groups] == ["pointless", "do not replay"]
     assert any("it will fail again" in e for e in by_id(records)[groups[0]["members"][1]]["evidence"])
     assert not any(r["flags"] for r in records if r["method"] == "tools/call")
+
+
+def test_fallback_from_streamable_http_to_the_2024_transport(tmp_path: Path) -> None:
+    init = rpc(1, "initialize", {"protocolVersion": "2025-11-25"})
+    stream = b"event: endpoint\ndata: /messages/?session_id=abc\n\n" + sse(result(1, {"protocolVersion": "2024-11-05"}))
+    records, groups = run(
+        tmp_path,
+        exchange(init, status=405, body=b"", at=100, duration=0.05),
+        exchange(None, method="GET", path="/sse", body=stream, content_type="text/event-stream", at=100.2, duration=5),
+        exchange(init, path="/messages/?session_id=abc", status=202, body=b"", at=100.3),
+    )
+    (group,) = groups
+    assert (group["origin"], group["failure_retry"]) == ("protocol-fallback", False)
+    second = by_id(records)[group["members"][1]]
+    assert second["scope"] == "sse-session:abc" and second["outcome"] == "SUCCESS"
