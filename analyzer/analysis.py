@@ -158,6 +158,9 @@ def gather_facts(calls: list[Call]) -> CaptureFacts:
                     facts.tools[tool["name"]] = tool
         elif call.method == "initialize" and isinstance(result.get("protocolVersion"), str):
             facts.versions[call.scope] = result["protocolVersion"]
+        info = result.get("serverInfo")
+        if call.method in ("initialize", "server/discover") and isinstance(info, dict) and info.get("name"):
+            facts.servers.add(f"{info['name']}/{info.get('version', '?')}")
     return facts
 
 

@@ -40,6 +40,7 @@ class CaptureFacts:
 
     tools: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> Tool from tools/list
     versions: dict[str, str] = field(default_factory=dict)  # scope -> negotiated protocol version
+    servers: set[str] = field(default_factory=set)  # serverInfo "name/version" seen
 
 
 @dataclass

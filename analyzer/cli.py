@@ -6,10 +6,12 @@ import argparse
 import os
 import shutil
 import sys
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 
 from analyzer.analysis import Analysis, analyze
+from analyzer.check import DEFAULT_FAIL_ON, OK_OUTCOMES, call_line, matching_calls, parse_fail_on, short_sources
 from analyzer.export import write_csv, write_json
 from analyzer.summary_text import summary_text
 
@@ -68,18 +70,37 @@ def load_or_explain(paths: list[str]) -> Analysis | None:
     for problem in analysis.read_problems:
         where = f" at byte {problem['offset']}" if problem.get("offset") is not None else ""
         after = f" after {problem['flows_read']} flow(s)" if problem.get("flows_read") else ""
-        print(f"mcp-blackbox: {problem['source']}: {problem['reason']}{where}{after}", file=sys.stderr)
+        explain(f"mcp-blackbox: {problem['source']}:", f"{problem['reason']}{where}{after}")
     if analysis.skipped:
-        print(
+        explain(
             f"mcp-blackbox: {len(analysis.skipped)} of {analysis.flows_read} flow(s) skipped "
-            '(reasons in the export\'s "skipped" list)',
-            file=sys.stderr,
+            '(reasons in the export\'s "skipped" list)'
         )
     for note in analysis.notes:
-        print(f"mcp-blackbox: note: {note}", file=sys.stderr)
+        explain(f"mcp-blackbox: note: {note}")
     if analysis.flows_read == 0 and analysis.read_problems:
         return None
     return analysis
+
+
+def explain(head: str, body: str | None = None, width: int = 80) -> None:
+    """A message on stderr in ``width`` columns; with a body, the head (a file) on a line of its own if need be.
+
+    Words are never broken, so a path stays whole (and overflows only if it alone is too long).
+    """
+
+    def fill(text: str, indent: str = "") -> str:
+        return textwrap.fill(
+            text, width, initial_indent=indent, subsequent_indent="  ", break_long_words=False, break_on_hyphens=False
+        )
+
+    if body is None:
+        print(fill(head), file=sys.stderr)
+    elif len(f"{head} {body}") <= width:
+        print(f"{head} {body}", file=sys.stderr)
+    else:
+        print(fill(head), file=sys.stderr)
+        print(fill(body, "  "), file=sys.stderr)
 
 
 def run_export(args: argparse.Namespace) -> int:
@@ -101,6 +122,30 @@ def run_summary(args: argparse.Namespace) -> int:
         return 2
     print(summary_text(analysis))
     return 0
+
+
+def run_check(args: argparse.Namespace) -> int:
+    analysis = load_or_explain(args.captures)
+    if analysis is None:
+        return 2
+    matched = matching_calls(analysis.calls, args.fail_on or DEFAULT_FAIL_ON)
+    names = short_sources(call["source"] for call in analysis.calls)
+    for call in matched:
+        print(call_line(call, names[call["source"]]))
+    captures = len(args.captures)
+    counts = f"{analysis.flows_read} flows, {captures} capture{'s' if captures != 1 else ''}"
+    if analysis.read_problems:
+        counts += f", {len(analysis.read_problems)} not fully read"
+    verdict = f"FAIL: {len(matched)}" if matched else "OK: none"
+    print(f"{verdict} of {len(analysis.calls)} calls match ({counts})")
+    return 1 if matched else 0
+
+
+def fail_on_names(text: str) -> list[str]:
+    try:
+        return parse_fail_on(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -135,6 +180,28 @@ def build_parser() -> argparse.ArgumentParser:
     summary = commands.add_parser("summary", help="counts by outcome, layer, method and tool, and the failing calls")
     summary.add_argument("captures", nargs="+", metavar="CAPTURE")
     summary.set_defaults(run=run_summary)
+
+    not_failures = ", ".join(sorted(OK_OUTCOMES)[:-1]) + " and " + sorted(OK_OUTCOMES)[-1]
+    check = commands.add_parser(
+        "check",
+        help="CI gate: exit 1 and list the calls with the outcomes, flags or layers named",
+        description="Exit 1 and list the matching calls (call id, method, tool, JSON-RPC id, outcome, flags, "
+        "capture) when any call has a named outcome or flag, or failed in a named layer; exit 0 with one OK "
+        "line when none does; exit 2 on a usage error or when no capture could be read. Plain text in 80 "
+        "columns, no color.",
+    )
+    check.add_argument("captures", nargs="+", metavar="CAPTURE", help="flow files (addon, plain mitmdump or HAR)")
+    check.add_argument(
+        "--fail-on",
+        type=fail_on_names,
+        action="extend",
+        metavar="NAME,...",
+        help="outcomes (HTTP_ERROR, JSONRPC_ERROR, ...), flags (UNSAFE_RETRY, HTTP_STATUS_MISMATCH, ...) or "
+        "layers (transport, protocol, interaction, application), comma separated, any case, and the option "
+        "may be repeated; a layer matches its calls that did not succeed. Default: UNSAFE_RETRY and every "
+        f"outcome but {not_failures}",
+    )
+    check.set_defaults(run=run_check)
     return parser
 
 

@@ -44,6 +44,11 @@ class Exchange:
     sse_retry: int | None = None  # the last `retry:` (ms) its event stream carried
 
     @property
+    def server(self) -> str:
+        """scheme://host:port: where the request went."""
+        return self.endpoint[: self.endpoint.find("/", self.endpoint.find("//") + 2)] if "//" in self.endpoint else ""
+
+    @property
     def url(self) -> str:
         return self.endpoint + ("?" + urlencode(dict(self.query)) if self.query else "")
 

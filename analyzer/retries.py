@@ -101,14 +101,15 @@ def find_retries(calls: list[Call], facts: CaptureFacts) -> list[RetryGroup]:
     for call in requests:
         if (group := _resumed_stream(call, f"r{len(groups) + 1}")) is not None:
             groups.append(group)
-    latest: dict[tuple[str, str], Call] = {}  # (method, params digest) -> latest attempt
-    latest_tool: dict[str, Call] = {}  # tool -> latest attempt, for agents that change arguments
+    latest: dict[tuple[str, str, str], Call] = {}  # (server, method, params digest) -> latest attempt
+    latest_tool: dict[tuple[str, str], Call] = {}  # (server, tool) -> latest attempt, for changed arguments
     latest_probe: Call | None = None  # the last refused modern probe or initialize
     clients = _clients(requests)
     by_call: dict[int, RetryGroup] = {id(g.members[0]): g for g in groups}
     for call in requests:
         assert call.request.facts is not None
-        key = (call.method or "", call.request.facts.digest)
+        # A retry goes to the same server: two servers' calls with the same params are not one request.
+        key = (call.exchange.server, call.method or "", call.request.facts.digest)
         previous, origin = _previous_attempt(call, latest.get(key), latest_tool, latest_probe, clients)
         if previous is not None and origin is not None:
             group = by_call.get(id(previous))
@@ -128,7 +129,7 @@ def find_retries(calls: list[Call], facts: CaptureFacts) -> list[RetryGroup]:
         else:
             latest.pop(key, None)
         if call.tool:
-            latest_tool[call.tool] = call
+            latest_tool[(call.exchange.server, call.tool)] = call
         if _is_refused_probe(call):
             latest_probe = call
     for group in groups:
@@ -178,7 +179,11 @@ def _clients(requests: list[Call]) -> dict[str, str]:
 
 
 def _previous_attempt(
-    call: Call, same: Call | None, latest_tool: dict[str, Call], probe: Call | None, clients: dict[str, str]
+    call: Call,
+    same: Call | None,
+    latest_tool: dict[tuple[str, str], Call],
+    probe: Call | None,
+    clients: dict[str, str],
 ) -> tuple[Call | None, tuple[str, str, list[str]] | None]:
     """The attempt this call repeats, and (origin, confidence, evidence) of the repetition."""
     facts = call.request.facts
@@ -188,11 +193,11 @@ def _previous_attempt(
         why = f"{probe.method} refused (HTTP {probe.exchange.status}, {probe.outcome}), then initialize"
         return probe, ("protocol-fallback", "high", [f"version negotiation: {why}"])
     if facts.round_digest is not None and call.tool:
-        before = latest_tool.get(call.tool)
+        before = latest_tool.get((call.exchange.server, call.tool))
         if before is not None and before.outcome == "INPUT_REQUIRED":
             return before, ("mrtr-round", "high", ["input_required answered: same tool, new id, inputResponses"])
     if call.tool and same is None:
-        before = latest_tool.get(call.tool)
+        before = latest_tool.get((call.exchange.server, call.tool))
         if before is not None and before.outcome == "TOOL_ERROR" and _within_window(before, call):
             return before, ("agent-retry", "medium", ["after isError, the same tool again with other arguments"])
     if same is None or same.outcome not in RETRIED_AFTER or not _within_window(same, call):
@@ -203,6 +208,8 @@ def _previous_attempt(
 def _falls_back(call: Call, probe: Call | None) -> bool:
     """initialize right after a refused modern probe, or after Streamable HTTP refused an initialize."""
     if probe is None or call.method != "initialize" or call.request.t - probe.request.t >= FALLBACK_GAP:
+        return False
+    if probe.exchange.server != call.exchange.server:
         return False
     return probe.method == "server/discover" or call.scope != probe.scope
 
@@ -268,7 +275,9 @@ def _apply(group: RetryGroup, facts: CaptureFacts) -> None:
     pairs = list(zip(group.members, group.members[1:], strict=False))
     verdicts = [_attempt_safety(before, after, facts) for before, after in pairs]
     group.safety = next((v for v in verdicts if v != "safe"), "safe")
-    group.may_have_run_twice = any(_both_reached_server(before, after) for before, after in pairs)
+    group.may_have_run_twice = any(
+        _effects_unknown(before) and _both_reached_server(before, after) for before, after in pairs
+    )
     if group.may_have_run_twice and group.safety.startswith("unsafe"):
         group.evidence.append("both attempts reached the server: the tool may have run twice")
 

@@ -174,6 +174,9 @@ def capture_wide_body(result: Any) -> dict[str, Any] | None:
         ]
     if isinstance(result.get("protocolVersion"), str):
         kept["protocolVersion"] = result["protocolVersion"]
+    server = result.get("serverInfo")
+    if isinstance(server, dict) and isinstance(server.get("name"), str):
+        kept["serverInfo"] = {"name": server["name"], "version": str(server.get("version", ""))[:40]}
     if not kept:
         return None
     # Clients list the same tools again and again: keep one copy of each distinct answer.

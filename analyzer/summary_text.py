@@ -1,57 +1,78 @@
-"""The terminal summary: counts, then the calls that did not succeed."""
+"""The terminal summary: counts, the calls that did not succeed, the retry chains; 80 columns."""
 
 from __future__ import annotations
 
 import textwrap
+from collections.abc import Mapping
 
 from analyzer.analysis import Analysis
+from analyzer.check import OK_OUTCOMES
 from analyzer.export import summarize
 
-OK_OUTCOMES = {"SUCCESS", "TOOL_SUCCESS", "ACCEPTED", "INPUT_REQUIRED"}
+INDENT = "    "
+
+__all__ = ["OK_OUTCOMES", "summary_text"]
 
 
 def summary_text(analysis: Analysis, width: int = 80) -> str:
     summary = summarize(analysis, analysis.calls)
-    lines = [
+    lines = wrap(
         f"{summary['calls']} calls in {summary['flows_analyzed']} exchanges "
         f"({summary['flows_read']} flows read, {summary['flows_skipped']} skipped)",
-    ]
+        width,
+    )
     for title, key in (("outcome", "by_outcome"), ("layer", "by_layer"), ("method", "by_method"), ("tool", "by_tool")):
         if summary[key]:
-            lines.append(f"by {title}: " + ", ".join(f"{name} {count}" for name, count in summary[key].items()))
+            lines += counts(f"by {title}:", summary[key], width)
     if summary["flags"]:
-        lines.append("flags: " + ", ".join(f"{name} {count}" for name, count in summary["flags"].items()))
+        lines += counts("flags:", summary["flags"], width)
     failing = [c for c in analysis.calls if c["outcome"] not in OK_OUTCOMES or c["flags"]]
     if failing:
-        lines.append("")
-        lines.append("calls to look at:")
+        lines += ["", "calls to look at:"]
         for call in failing:
             what = call["method"] or "(response)"
             if call["tool"]:
                 what += f" {call['tool']}"
             flags = f" [{', '.join(call['flags'])}]" if call["flags"] else ""
-            lines.append(f"  {call['call_id']} {what} id={call['jsonrpc_id']} {call['outcome']}{flags}")
+            lines += wrap(f"  {call['call_id']} {what} id={call['jsonrpc_id']} {call['outcome']}{flags}", width)
             if call["evidence"]:
-                lines.append(f"    {call['evidence'][-1]}")
+                lines.append(cut(f"{INDENT}{call['evidence'][-1]}", width))
     if analysis.retry_groups:
-        lines.append("")
-        lines.append("retry chains:")
+        lines += ["", "retry chains:"]
         for group in analysis.retry_groups:
             record = group.record()
             safety = record["safety"] if record["failure_retry"] else "not a failure"
-            lines.append(
+            lines += wrap(
                 f"  {record['retry_group']} {record['origin']} [{record['confidence']}]: "
-                f"{' -> '.join(record['members'])} = {record['final_outcome']}, {safety}"
+                f"{' -> '.join(record['members'])} = {record['final_outcome']}, {safety}",
+                width,
             )
             if record["may_have_run_twice"]:
-                lines.append("    the tool may have run twice")
-    return "\n".join(_fit(line, width) for line in lines)
+                lines.append(f"{INDENT}the tool may have run twice")
+    return "\n".join(lines)
 
 
-def _fit(line: str, width: int) -> str:
-    """Counts wrap onto indented lines; anything else too long is cut with an ellipsis."""
-    if len(line) <= width:
-        return line
-    if line.startswith(("by ", "flags: ")):
-        return textwrap.fill(line, width, subsequent_indent="    ", break_long_words=True)
-    return line[: width - 1] + "…"
+def counts(title: str, counted: Mapping[str, int], width: int) -> list[str]:
+    """``title NAME n, NAME n, ...`` wrapped between items, so a name stays beside its count."""
+    items = [f"{name} {count}" for name, count in counted.items()]
+    lines, line, holds_items = [], title, False
+    for number, item in enumerate(items):
+        item += "," if number < len(items) - 1 else ""
+        if holds_items and len(line) + 1 + len(item) > width:
+            lines.append(line)
+            line = INDENT + item
+        else:
+            line += " " + item
+        holds_items = True
+    lines.append(line)
+    return [cut(line, width) for line in lines]
+
+
+def wrap(text: str, width: int) -> list[str]:
+    """Words onto indented lines; only a word longer than a whole line is broken."""
+    indent = INDENT + " " * (len(text) - len(text.lstrip(" ")))
+    return textwrap.wrap(text, width, subsequent_indent=indent, break_on_hyphens=False, drop_whitespace=True) or [""]
+
+
+def cut(line: str, width: int) -> str:
+    return line if len(line) <= width else line[: width - 1] + "…"

@@ -62,6 +62,7 @@ def exchange(
     stream: dict[str, Any] | None = None,
     at: float | None = None,
     duration: float = 0.5,
+    server: str = "http://127.0.0.1:8000",
 ) -> HTTPFlow:
     """One HTTP exchange; bodies given as objects are JSON-encoded, bytes are sent as they are.
 
@@ -71,7 +72,7 @@ def exchange(
     content = request if isinstance(request, bytes) else (json.dumps(request).encode() if request is not None else b"")
     flow = tflow.tflow()
     flow.request = Request.make(
-        method, f"http://127.0.0.1:8000{path}", content, {"content-type": "application/json", **(request_headers or {})}
+        method, f"{server}{path}", content, {"content-type": "application/json", **(request_headers or {})}
     )
     flow.request.timestamp_start = start
     flow.request.timestamp_end = start + 0.001

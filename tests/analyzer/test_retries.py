@@ -271,3 +271,12 @@ def test_fallback_from_streamable_http_to_the_2024_transport(tmp_path: Path) -> 
     assert (group["origin"], group["failure_retry"]) == ("protocol-fallback", False)
     second = by_id(records)[group["members"][1]]
     assert second["scope"] == "sse-session:abc" and second["outcome"] == "SUCCESS"
+
+
+def test_the_same_request_to_another_server_is_not_a_retry(tmp_path: Path) -> None:
+    _, groups = run(
+        tmp_path,
+        call(1, "lookup", at=100, status=503, body=b""),
+        call(1, "lookup", at=101, server="http://127.0.0.1:9000", **OK),
+    )
+    assert groups == []

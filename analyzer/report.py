@@ -1,0 +1,221 @@
+"""The incident-review report: one self-contained HTML file.
+
+The analysis is turned into compact data (a row per call, lanes, retry groups,
+the details of the calls worth opening), redacted, embedded as JSON in the
+page and drawn by the page's own script. Nothing is loaded from anywhere: the
+page's Content-Security-Policy forbids it. Captured content is only ever put
+into the page as data and shown with ``textContent``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from collections import Counter
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from addon.sse_framing import split_sse
+from analyzer.analysis import Analysis, analyze
+from analyzer.classify import protocol_version
+from analyzer.extract import decode_body
+from analyzer.load import LoadReport, read_exchanges
+from analyzer.records import Call, Exchange
+from analyzer.redact import redact_headers, redact_text, redact_url
+
+DETAIL_LIMIT = 3000  # calls whose bytes the report carries (failures and retries first)
+BODY_LIMIT = 16_384  # characters of one body shown
+TICK_LIMIT = 50  # SSE event ticks drawn per call
+OK = {"SUCCESS", "TOOL_SUCCESS", "ACCEPTED"}
+COLUMNS = [
+    "id", "lane", "method", "tool", "rpc_id", "outcome", "layer", "status", "flags", "t0", "dur",
+    "events", "group", "attempt", "origin", "confidence", "source", "verdict", "error_code",
+]  # fmt: skip
+
+
+def build_report(paths: Iterable[str | Path], *, redact: bool = True) -> dict[str, Any]:
+    paths = [str(p) for p in paths]
+    analysis = analyze(paths)
+    calls = analysis.call_objects
+    origin = min((c.request.t for c in calls), default=0.0)
+    lanes: dict[str, int] = {}
+    rows = [_row(call, origin, lanes, paths) for call in calls]
+    chosen = _worth_opening(calls)
+    details = _details(paths, chosen, origin, redact)
+    text = redact_text if redact else (lambda s: s)
+    for row in rows:
+        row[17] = text(row[17])
+    return {
+        "meta": _meta(analysis, paths, origin, redact),
+        "columns": COLUMNS,
+        "lanes": [{"id": lane, "label": _lane_label(lane)} for lane in lanes],
+        "calls": rows,
+        "ticks": {f"c{c.number}": ticks for c in calls if (ticks := _ticks(c, origin))},
+        "groups": [g.record() for g in analysis.retry_groups],
+        "details": details,
+    }
+
+
+def _lane_key(call: Call) -> str:
+    scope = call.scope
+    if scope.startswith("exchange:"):  # stateless: one lane per client connection
+        return f"connection:{call.exchange.client_conn or scope}"
+    return scope
+
+
+def _lane_label(lane: str) -> str:
+    kind, _, name = lane.partition(":")
+    return f"{kind} {name[:8]}"
+
+
+def _row(call: Call, origin: float, lanes: dict[str, int], paths: list[str]) -> list[Any]:
+    answers = [m.t for m in call.responses]
+    exchange = call.exchange
+    end = answers[0] if answers else (exchange.t_end or exchange.t_error or call.request.t)
+    lane = lanes.setdefault(_lane_key(call), len(lanes))
+    events = sum(1 for m in (*call.responses, *call.notifications) if m.exchange.is_event_stream)
+    return [
+        f"c{call.number}", lane, call.method, call.tool, call.request.id, call.outcome, call.layer,
+        exchange.status, " ".join(call.flags), round((call.request.t - origin) * 1000, 3),
+        round(max(0.0, end - call.request.t) * 1000, 3), events, call.retry_group, call.attempt,
+        call.retry_origin, call.retry_confidence, paths.index(exchange.source) if exchange.source in paths else 0,
+        call.evidence[-1] if call.evidence else "", call.error_code,
+    ]  # fmt: skip
+
+
+def _ticks(call: Call, origin: float) -> list[float]:
+    stream = [m.t for m in (*call.notifications, *call.responses) if m.exchange.is_event_stream]
+    return [round((t - origin) * 1000, 3) for t in sorted(stream)[:TICK_LIMIT]]
+
+
+def _worth_opening(calls: list[Call]) -> dict[str, Call]:
+    """The calls whose bytes the page carries: every failure, flag and retry first, then the rest."""
+    ranked = sorted(calls, key=lambda c: (c.outcome in OK and not c.flags and not c.retry_group, c.number))
+    return {f"c{c.number}": c for c in ranked[:DETAIL_LIMIT]}
+
+
+def _details(paths: list[str], chosen: dict[str, Call], origin: float, redact: bool) -> dict[str, Any]:
+    wanted = {e.flow_id for call in chosen.values() for e in call.exchanges}
+    exchanges: dict[str, dict[str, Any]] = {}
+    # A second pass over the files for the chosen flows only: the analysis kept no bodies.
+    for exchange in read_exchanges(paths, LoadReport(), keep_all=True):
+        if exchange.flow_id in wanted:
+            exchanges[exchange.flow_id] = _exchange_detail(exchange, origin, redact)
+    return {
+        call_id: {
+            "evidence": [redact_text(e) if redact else e for e in call.evidence],
+            "exchanges": [exchanges[e.flow_id] for e in call.exchanges if e.flow_id in exchanges],
+        }
+        for call_id, call in chosen.items()
+    }
+
+
+def _exchange_detail(exchange: Exchange, origin: float, redact: bool) -> dict[str, Any]:
+    clean_headers = redact_headers if redact else dict
+    clean_text = redact_text if redact else (lambda s: s)
+    request_text, _ = decode_body(exchange.request_body, exchange.request_headers)
+    response_text, problem = decode_body(exchange.response_body, exchange.response_headers)
+    detail: dict[str, Any] = {
+        "flow": exchange.flow_id,
+        "t": round((exchange.t_request - origin) * 1000, 3),
+        "request": {
+            "line": f"{exchange.method} {redact_url(exchange.url) if redact else exchange.url}",
+            "headers": clean_headers(exchange.request_headers),
+            "body": _shown(clean_text(request_text or "")),
+        },
+        "response": None,
+        "error": exchange.error,
+        "stream": {k: (exchange.stream or {}).get(k) for k in ("ended", "error", "bytes", "dropped_bytes")},
+    }
+    if exchange.status is not None:
+        detail["response"] = {
+            "status": exchange.status,
+            "headers": clean_headers(exchange.response_headers),
+            "body": None if exchange.is_event_stream else _shown(clean_text(response_text or problem or "")),
+        }
+        if exchange.is_event_stream:
+            detail["events"] = _events(exchange, response_text or "", origin, clean_text)
+    return detail
+
+
+def _events(exchange: Exchange, text: str, origin: float, clean: Any) -> list[dict[str, Any]]:
+    events, _ = split_sse(text.encode("utf-8"))
+    times = (exchange.stream or {}).get("event_times") or []
+    out = []
+    for n, event in enumerate(events[:500]):
+        t = times[n] if n < len(times) and times[n] is not None else exchange.t_end
+        out.append({
+            "t": round((t - origin) * 1000, 3) if t else None,
+            "id": event.id,
+            "event": event.event,
+            "data": _shown(clean(event.data)),
+        })  # fmt: skip
+    return out
+
+
+def _shown(text: str) -> str:
+    """Pretty JSON where the text is JSON; cut to BODY_LIMIT characters."""
+    with contextlib.suppress(ValueError):
+        text = json.dumps(json.loads(text), indent=2, ensure_ascii=False)
+    return text if len(text) <= BODY_LIMIT else text[:BODY_LIMIT] + f"\n… {len(text) - BODY_LIMIT} more characters"
+
+
+def _meta(analysis: Analysis, paths: list[str], origin: float, redact: bool) -> dict[str, Any]:
+    calls = analysis.call_objects
+    ends = [c.exchange.t_end or c.request.t for c in calls]
+    clients = Counter(c.request.facts.client for c in calls if c.request.facts is not None and c.request.facts.client)
+    agents = Counter(c.exchange.request_headers.get("user-agent") for c in calls)
+    versions = Counter(protocol_version(c, analysis.facts) for c in calls if c.request.kind == "request")
+    groups = analysis.retry_groups
+    return {
+        "generated": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        "captures": paths,
+        "start": origin,
+        "end": max(ends, default=origin),
+        "clients": [name for name, _ in clients.most_common(10)],
+        "user_agents": [a for a, _ in agents.most_common(10) if a],
+        "servers": sorted(analysis.facts.servers),
+        "versions": [v for v, _ in versions.most_common() if v],
+        "outcomes": dict(Counter(c.outcome for c in calls).most_common()),
+        "layers": dict(Counter(c.layer for c in calls).most_common()),
+        "flags": dict(Counter(f for c in calls for f in c.flags).most_common()),
+        "calls": len(calls),
+        "flows_read": analysis.flows_read,
+        "skipped": len(analysis.skipped),
+        "read_problems": [f"{p['source']}: {p['reason']}" for p in analysis.read_problems],
+        "notes": analysis.notes,
+        "retry_groups": len(groups),
+        "unsafe": sum(1 for g in groups if g.safety == "unsafe"),
+        "twice": sum(1 for g in groups if g.may_have_run_twice),
+        "redacted": redact,
+        "detail_limit": DETAIL_LIMIT,
+    }
+
+
+def script_json(value: Any) -> str:
+    """JSON safe inside <script>: no "</script>", no HTML comment openers, no line separators."""
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+    return (
+        text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
+        .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+    )  # fmt: skip
+
+
+def render_report(data: dict[str, Any]) -> str:
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("templates", ""),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+    )
+    env.filters["script_json"] = script_json
+    return env.get_template("report.html.j2").render(data=data, meta=data["meta"])
+
+
+def write_report(paths: Iterable[str | Path], output: str | Path, *, redact: bool = True) -> dict[str, Any]:
+    data = build_report(paths, redact=redact)
+    Path(output).write_text(render_report(data), encoding="utf-8")
+    return data
