@@ -4,8 +4,11 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 TS_CLIENT := tests/clients/ts
+BROWSER_TESTS := tests/browser
+# Debian's chromium (playwright-core drives it; Playwright's own browser downloads are not used).
+CHROMIUM ?= chromium
 
-.PHONY: test lint bench-addon bench-analyzer samples clean
+.PHONY: test lint chromium browser-deps bench-addon bench-analyzer samples clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -18,7 +21,16 @@ $(STAMP): pyproject.toml | $(BIN)/python
 $(TS_CLIENT)/node_modules/.package-lock.json: $(TS_CLIENT)/package-lock.json
 	cd $(TS_CLIENT) && npm ci --no-audit --no-fund --loglevel=error
 
-test: $(STAMP) $(TS_CLIENT)/node_modules/.package-lock.json
+$(BROWSER_TESTS)/node_modules/.package-lock.json: $(BROWSER_TESTS)/package-lock.json
+	cd $(BROWSER_TESTS) && npm ci --no-audit --no-fund --loglevel=error
+
+# Headless Chromium for the HTML report tests; CI runs as root, so apt-get works as is.
+chromium:
+	@command -v $(CHROMIUM) >/dev/null || (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium)
+
+browser-deps: chromium $(BROWSER_TESTS)/node_modules/.package-lock.json
+
+test: $(STAMP) $(TS_CLIENT)/node_modules/.package-lock.json browser-deps
 	$(BIN)/ruff check .
 	$(BIN)/pytest
 
@@ -35,4 +47,4 @@ samples: $(STAMP) $(TS_CLIENT)/node_modules/.package-lock.json
 	$(BIN)/python sample_captures/record_samples.py
 
 clean:
-	rm -rf $(VENV) $(TS_CLIENT)/node_modules .pytest_cache
+	rm -rf $(VENV) $(TS_CLIENT)/node_modules $(BROWSER_TESTS)/node_modules .pytest_cache
