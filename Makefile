@@ -8,7 +8,13 @@ BROWSER_TESTS := tests/browser
 # Debian's chromium (playwright-core drives it; Playwright's own browser downloads are not used).
 CHROMIUM ?= chromium
 
-.PHONY: test lint chromium browser-deps bench-addon bench-analyzer samples clean
+.PHONY: report test lint chromium browser-deps bench-addon bench-analyzer bench-report samples clean
+
+# The main job: the bundled sample captures rendered into one self-contained report.
+report: $(STAMP)
+	@mkdir -p out
+	$(BIN)/mcp-blackbox report sample_captures/*.flows -o out/report.html
+	@echo "open out/report.html in a browser (it works offline, from file://)"
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -42,6 +48,9 @@ bench-addon: $(STAMP)
 
 bench-analyzer: $(STAMP)
 	$(BIN)/python tests/benchmarks/bench_analyzer.py
+
+bench-report: $(STAMP) browser-deps
+	$(BIN)/python tests/benchmarks/bench_report.py
 
 samples: $(STAMP) $(TS_CLIENT)/node_modules/.package-lock.json
 	$(BIN)/python sample_captures/record_samples.py

@@ -71,13 +71,16 @@ def _mcp_reason(exchange: Exchange, extracted: Extracted, known: set[str]) -> st
     return None
 
 
-def analyze(paths: Iterable[str | Path], *, keep_details: bool = False) -> Analysis:
+def analyze(
+    paths: Iterable[str | Path], *, keep_details: bool = False, report: LoadReport | None = None
+) -> Analysis:
     """Analyze flow files (from the addon, plain mitmdump or HAR) into calls with verdicts.
 
     ``keep_details`` keeps bodies, every header and the addon's per-chunk record (for a report);
     without it only what the verdicts need is held, so large captures fit in memory.
+    ``report``: pass one to watch ``flows_read`` and ``bytes_read`` grow from another thread.
     """
-    report = LoadReport()
+    report = LoadReport() if report is None else report
     exchanges: list[Exchange] = []
     timeline: list[Message] = []
     legacy_streams: dict[str, str] = {}

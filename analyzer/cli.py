@@ -10,9 +10,11 @@ import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 
+from analyzer import progress
 from analyzer.analysis import Analysis, analyze
 from analyzer.check import DEFAULT_FAIL_ON, OK_OUTCOMES, call_line, matching_calls, parse_fail_on, short_sources
 from analyzer.export import write_csv, write_json
+from analyzer.load import LoadReport
 from analyzer.summary_text import summary_text
 
 
@@ -66,15 +68,21 @@ def run_record(args: argparse.Namespace) -> int:
 
 def load_or_explain(paths: list[str]) -> Analysis | None:
     """Analyze the captures; say on stderr what could not be read. None when nothing could."""
-    analysis = analyze(paths)
+    report = LoadReport()
+    size = progress.wanted(paths)
+    if size is None:
+        analysis = analyze(paths, report=report)
+    else:
+        with progress.ProgressLine(report, size):
+            analysis = analyze(paths, report=report)
     for problem in analysis.read_problems:
         where = f" at byte {problem['offset']}" if problem.get("offset") is not None else ""
         after = f" after {problem['flows_read']} flow(s)" if problem.get("flows_read") else ""
         explain(f"mcp-blackbox: {problem['source']}:", f"{problem['reason']}{where}{after}")
     if analysis.skipped:
         explain(
-            f"mcp-blackbox: {len(analysis.skipped)} of {analysis.flows_read} flow(s) skipped "
-            '(reasons in the export\'s "skipped" list)'
+            f"mcp-blackbox: {len(analysis.skipped)} of {analysis.flows_read} flow(s) skipped; "
+            'the export\'s "skipped" list says why'
         )
     for note in analysis.notes:
         explain(f"mcp-blackbox: note: {note}")
@@ -109,10 +117,26 @@ def run_export(args: argparse.Namespace) -> int:
         return 2
     write = write_json if args.format == "json" else write_csv
     if args.output == "-":
-        write(analysis, sys.stdout)
+        write(analysis, sys.stdout, redact=not args.no_redact)
     else:
         with open(args.output, "w", newline="" if args.format == "csv" else None, encoding="utf-8") as out:
-            write(analysis, out)
+            write(analysis, out, redact=not args.no_redact)
+    return 0
+
+
+def run_report(args: argparse.Namespace) -> int:
+    # Read problems are said once here; the report's own header says them again for its readers.
+    analysis = load_or_explain(args.captures)
+    if analysis is None:
+        return 2
+    from analyzer.report import write_report  # jinja2 and the templates, only for this command
+
+    data = write_report(args.captures, args.output, redact=not args.no_redact, analysis=analysis)
+    meta = data["meta"]
+    print(
+        f"{args.output}: {meta['calls']} calls, {meta['retry_groups']} retry chains, "
+        f"{meta['unsafe']} unsafe replays" + ("" if meta["redacted"] else "; secrets NOT redacted")
+    )
     return 0
 
 
@@ -175,13 +199,24 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("captures", nargs="+", metavar="CAPTURE", help="flow files (addon, plain mitmdump or HAR)")
     export.add_argument("--format", choices=["json", "csv"], default="json")
     export.add_argument("-o", "--output", default="-", metavar="FILE", help="output file, - for stdout (default)")
+    export.add_argument("--no-redact", action="store_true", help="keep secrets in evidence and messages")
     export.set_defaults(run=run_export)
+
+    report = commands.add_parser(
+        "report", help="one self-contained HTML file: timeline, calls, details, retry chains (open it offline)"
+    )
+    report.add_argument("captures", nargs="+", metavar="CAPTURE")
+    report.add_argument("-o", "--output", default="report.html", metavar="FILE", help="default report.html")
+    report.add_argument(
+        "--no-redact", action="store_true", help="keep Authorization, cookies, tokens and keys (the report says so)"
+    )
+    report.set_defaults(run=run_report)
 
     summary = commands.add_parser("summary", help="counts by outcome, layer, method and tool, and the failing calls")
     summary.add_argument("captures", nargs="+", metavar="CAPTURE")
     summary.set_defaults(run=run_summary)
 
-    not_failures = ", ".join(sorted(OK_OUTCOMES)[:-1]) + " and " + sorted(OK_OUTCOMES)[-1]
+    *successes, last = sorted(OK_OUTCOMES)
     check = commands.add_parser(
         "check",
         help="CI gate: exit 1 and list the calls with the outcomes, flags or layers named",
@@ -199,7 +234,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="outcomes (HTTP_ERROR, JSONRPC_ERROR, ...), flags (UNSAFE_RETRY, HTTP_STATUS_MISMATCH, ...) or "
         "layers (transport, protocol, interaction, application), comma separated, any case, and the option "
         "may be repeated; a layer matches its calls that did not succeed. Default: UNSAFE_RETRY and every "
-        f"outcome but {not_failures}",
+        f"outcome but {', '.join(successes)} and {last}",
     )
     check.set_defaults(run=run_check)
     return parser

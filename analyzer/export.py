@@ -15,6 +15,7 @@ from typing import IO, Any
 from analyzer.analysis import Analysis
 from analyzer.call_record import COLUMNS, call_record
 from analyzer.classify import protocol_version
+from analyzer.redact import redact_text
 
 COUNTED = {"by_outcome": "outcome", "by_layer": "layer", "by_method": "method", "by_tool": "tool"}
 
@@ -57,16 +58,24 @@ def summarize(analysis: Analysis, records: Iterable[dict[str, Any]]) -> dict[str
     return tally.summary(analysis)
 
 
-def iter_records(analysis: Analysis) -> Iterator[dict[str, Any]]:
-    """The calls' export records, built one at a time (``analysis.calls`` keeps them all)."""
+def iter_records(analysis: Analysis, *, redact: bool = True) -> Iterator[dict[str, Any]]:
+    """The calls' export records, built one at a time (``analysis.calls`` keeps them all).
+
+    Evidence and error messages quote what servers said, which may hold a token: redacted by default.
+    """
     for call in analysis.call_objects:
-        yield call_record(call, protocol_version(call, analysis.facts))
+        record = call_record(call, protocol_version(call, analysis.facts))
+        if redact:
+            record["evidence"] = [redact_text(line) for line in record["evidence"]]
+            if record["error_message"]:
+                record["error_message"] = redact_text(record["error_message"])
+        yield record
 
 
-def write_json(analysis: Analysis, out: IO[str]) -> None:
+def write_json(analysis: Analysis, out: IO[str], *, redact: bool = True) -> None:
     tally = Tally()
     out.write('{"calls": [')
-    for number, record in enumerate(iter_records(analysis)):
+    for number, record in enumerate(iter_records(analysis, redact=redact)):
         out.write(",\n " if number else "\n ")
         out.write(json.dumps(tally.add(record), default=str))
     out.write('\n],\n"retry_groups": [')
@@ -80,10 +89,10 @@ def write_json(analysis: Analysis, out: IO[str]) -> None:
     out.write("}\n")
 
 
-def write_csv(analysis: Analysis, out: IO[str]) -> None:
+def write_csv(analysis: Analysis, out: IO[str], *, redact: bool = True) -> None:
     writer = csv.DictWriter(out, fieldnames=COLUMNS)
     writer.writeheader()
-    for record in iter_records(analysis):
+    for record in iter_records(analysis, redact=redact):
         for key in ("flags", "exchanges", "evidence"):
             record[key] = json.dumps(record[key])
         writer.writerow(record)

@@ -10,6 +10,7 @@ and the reason, after every flow before that point has been read.
 from __future__ import annotations
 
 import io
+import os
 import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -34,6 +35,7 @@ class LoadReport:
     """What was read, what was passed over and why."""
 
     flows_read: int = 0
+    bytes_read: int = 0  # over all files, up to the last record read: for a progress line
     skipped: list[dict[str, Any]] = field(default_factory=list)
     problems: list[dict[str, Any]] = field(default_factory=list)
     sources: list[str] = field(default_factory=list)
@@ -56,10 +58,14 @@ def read_exchanges(paths: list[str | Path], report: LoadReport, *, keep_all: boo
             report.problem(source, f"cannot open: {e.strerror or e}")
             continue
         with handle:
-            yield from _read_file(handle, source, report, keep_all)
+            before = report.bytes_read
+            yield from _read_file(handle, source, report, keep_all, before)
+            report.bytes_read = before + os.fstat(handle.fileno()).st_size
 
 
-def _read_file(handle: io.BufferedReader, source: str, report: LoadReport, keep_all: bool) -> Iterator[Exchange]:
+def _read_file(
+    handle: io.BufferedReader, source: str, report: LoadReport, keep_all: bool, before: int = 0
+) -> Iterator[Exchange]:
     head = handle.peek(4)[:4]
     if not head:
         report.problem(source, "empty file: no flows in it")
@@ -70,6 +76,7 @@ def _read_file(handle: io.BufferedReader, source: str, report: LoadReport, keep_
     index = 0
     while True:
         offset = handle.tell()
+        report.bytes_read = before + offset
         try:
             record = read_record(handle)
             if record is None:

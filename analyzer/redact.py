@@ -21,7 +21,11 @@ SECRET_HEADERS = frozenset(
 # A header or field whose name contains one of these holds a secret.
 SECRET_WORDS = ("token", "secret", "password", "passwd", "apikey", "api_key", "api-key", "credential", "session_key")
 SECRET_FIELDS = frozenset({"authorization", "cookie", "private_key", "client_secret", "sig", "signature"})
-BEARER = re.compile(r"(?i)\b(bearer|basic|token)\s+[A-Za-z0-9._~+/=-]{6,}")
+BEARER = re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{6,}")
+# key=value or key: value in free text (logs, error messages)
+SECRET_ASSIGNMENT = re.compile(
+    r"(?i)\b(access_token|refresh_token|token|api[_-]?key|secret|password)([\"']?\s*[=:]\s*[\"']?)([^\s&,;\"']{4,})"
+)
 
 
 def marker(value: str) -> str:
@@ -64,7 +68,12 @@ def redact_text(text: str) -> str:
             pass
         else:
             return json.dumps(redact_json(value), ensure_ascii=False)
-    return BEARER.sub(lambda m: f"{m.group(1)} {marker(m.group(0))}", text)
+    return _redact_free_text(text)
+
+
+def _redact_free_text(text: str) -> str:
+    text = BEARER.sub(lambda m: f"{m.group(1)} {marker(m.group(0))}", text)
+    return SECRET_ASSIGNMENT.sub(lambda m: f"{m.group(1)}{m.group(2)}{marker(m.group(3))}", text)
 
 
 def redact_json(value: Any) -> Any:
@@ -76,5 +85,6 @@ def redact_json(value: Any) -> Any:
     if isinstance(value, list):
         return [redact_json(v) for v in value]
     if isinstance(value, str):
-        return BEARER.sub(lambda m: f"{m.group(1)} {marker(m.group(0))}", value)
+        # Tools often return JSON as text: look inside it too.
+        return redact_text(value) if value.lstrip()[:1] in ("{", "[") else _redact_free_text(value)
     return value

@@ -37,9 +37,12 @@ COLUMNS = [
 ]  # fmt: skip
 
 
-def build_report(paths: Iterable[str | Path], *, redact: bool = True) -> dict[str, Any]:
+def build_report(
+    paths: Iterable[str | Path], *, redact: bool = True, analysis: Analysis | None = None
+) -> dict[str, Any]:
+    """The report's data; ``analysis`` of the same paths, if the caller has one already."""
     paths = [str(p) for p in paths]
-    analysis = analyze(paths)
+    analysis = analysis if analysis is not None else analyze(paths)
     calls = analysis.call_objects
     origin = min((c.request.t for c in calls), default=0.0)
     lanes: dict[str, int] = {}
@@ -215,7 +218,9 @@ def render_report(data: dict[str, Any]) -> str:
     return env.get_template("report.html.j2").render(data=data, meta=data["meta"])
 
 
-def write_report(paths: Iterable[str | Path], output: str | Path, *, redact: bool = True) -> dict[str, Any]:
-    data = build_report(paths, redact=redact)
+def write_report(
+    paths: Iterable[str | Path], output: str | Path, *, redact: bool = True, analysis: Analysis | None = None
+) -> dict[str, Any]:
+    data = build_report(paths, redact=redact, analysis=analysis)
     Path(output).write_text(render_report(data), encoding="utf-8")
     return data

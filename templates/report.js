@@ -173,6 +173,8 @@
   const tip = document.getElementById("tip");
   const LANE = 16, TOP = 18, LEFT = 110;
   const span = Math.max(1, calls.reduce(function (m, r) { return Math.max(m, r[C.t0] + r[C.dur]); }, 0));
+  // Tall enough for every lane up to 36 of them; beyond that, drag up and down.
+  canvas.style.height = Math.min(TOP + 36 * LANE + 4, Math.max(120, TOP + data.lanes.length * LANE + 4)) + "px";
   let view = { from: -span * 0.01, to: span * 1.01, laneScroll: 0 };
   let bars = [];
   function drawTimeline() {
