@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from analyzer.analysis import Analysis
 from analyzer.check import OK_OUTCOMES
 from analyzer.export import summarize
+from analyzer.redact import redact_text
 
 INDENT = "    "
 
@@ -36,7 +37,8 @@ def summary_text(analysis: Analysis, width: int = 80) -> str:
             flags = f" [{', '.join(call['flags'])}]" if call["flags"] else ""
             lines += wrap(f"  {call['call_id']} {what} id={call['jsonrpc_id']} {call['outcome']}{flags}", width)
             if call["evidence"]:
-                lines.append(cut(f"{INDENT}{call['evidence'][-1]}", width))
+                # Evidence quotes what servers said: redacted, like the export and the report.
+                lines.append(cut(f"{INDENT}{redact_text(call['evidence'][-1])}", width))
     if analysis.retry_groups:
         lines += ["", "retry chains:"]
         for group in analysis.retry_groups:
