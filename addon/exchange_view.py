@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from urllib.parse import parse_qsl
 
 from mitmproxy import http
 
@@ -21,7 +22,7 @@ from addon.jsonrpc import (
     response_failure,
     tool_name,
 )
-from addon.mcp_detect import response_json_messages
+from addon.mcp_detect import decoded_body, response_json_messages
 from addon.sse_framing import SseEvent, split_sse
 from addon.stream_tap import StreamTap
 
@@ -67,7 +68,7 @@ def describe(flow: http.HTTPFlow, tap: StreamTap | None, requests: list[JsonObje
 
 def recorded_events(flow: http.HTTPFlow) -> list[SseEvent]:
     """The complete events of a recorded stream, decoded first if compressed."""
-    body = flow.response.get_content(strict=False) if flow.response is not None else None
+    body = decoded_body(flow.response) if flow.response is not None else None
     events, _ = split_sse(body or b"")
     return events
 
@@ -84,7 +85,8 @@ def _session(flow: http.HTTPFlow) -> str | None:
     for headers in (flow.request.headers, flow.response.headers if flow.response else None):
         if headers is not None and "mcp-session-id" in headers:
             return headers["mcp-session-id"]
-    query = flow.request.query
+    # From the path, not request.query: that parses request.url, which raises for a path such as "x[y".
+    query = dict(parse_qsl(flow.request.path.partition("?")[2]))
     return query.get("sessionId") or query.get("session_id")
 
 

@@ -22,7 +22,7 @@ def parse_messages(text: str | bytes) -> list[JsonObject] | None:
     """
     try:
         value = json.loads(text)
-    except (ValueError, TypeError):
+    except (ValueError, TypeError, RecursionError):  # RecursionError: nested deeper than the parser goes
         return None
     items = value if isinstance(value, list) else [value]
     return [item for item in items if isinstance(item, dict)]

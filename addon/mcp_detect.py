@@ -36,11 +36,23 @@ def response_json_messages(flow: http.HTTPFlow) -> list[JsonObject]:
     return _jsonrpc_messages(flow.response) if flow.response is not None else []
 
 
+def decoded_body(message: http.Message) -> bytes | None:
+    """The body without its content-encoding; as on the wire when it cannot be decoded.
+
+    ``get_content(strict=False)`` still raises TypeError for a text-to-text codec named as the
+    content-encoding (``rot13``): a header any peer can send.
+    """
+    try:
+        return message.get_content(strict=False)
+    except TypeError:
+        return message.raw_content
+
+
 def _jsonrpc_messages(message: http.Message) -> list[JsonObject]:
     raw = message.raw_content
     if not raw or len(raw) > MAX_PEEK_BYTES:
         return []
-    body = message.get_content(strict=False)
+    body = decoded_body(message)
     if not body or b'"jsonrpc"' not in body[:4096]:
         return []
     return [m for m in parse_messages(body) or [] if is_jsonrpc(m)]
@@ -77,7 +89,10 @@ class McpEndpoints:
 
     def learn_legacy_endpoint(self, flow: http.HTTPFlow, endpoint_data: str) -> None:
         """Remember the POST endpoint an HTTP+SSE ``endpoint`` event names."""
-        target = urlsplit(urljoin(flow.request.url, endpoint_data.strip()))
-        port = target.port or (443 if target.scheme == "https" else 80)
-        self.known.add((target.hostname or flow.request.host, port, target.path))
         self.known.add(endpoint_of(flow))
+        try:
+            target = urlsplit(urljoin(flow.request.url, endpoint_data.strip()))
+            port = target.port or (443 if target.scheme == "https" else 80)
+        except ValueError:  # not a URL (an unclosed "[", a port out of range): nothing more to learn
+            return
+        self.known.add((target.hostname or flow.request.host, port, target.path))

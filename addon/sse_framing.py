@@ -72,7 +72,9 @@ def split_sse(body: bytes) -> tuple[list[SseEvent], int]:
 
 
 def _make_event(fields: dict[str, list[str]], comments: int, start: int, end: int) -> SseEvent:
-    retry_values = [v for v in fields.get("retry", []) if v.isdigit()]
+    # ASCII digits only (str.isdigit() also takes "²", which int() refuses), and at most 15 of them: a
+    # delay of 30,000 years, past which the value is no delay, and int() never meets its digit limit.
+    retry_values = [v for v in fields.get("retry", []) if v.isascii() and v.isdigit() and len(v) <= 15]
     ids = [v for v in fields.get("id", []) if "\0" not in v]
     return SseEvent(
         data="\n".join(fields.get("data", [])),

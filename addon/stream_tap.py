@@ -48,9 +48,12 @@ class StreamTap:
 
     def __call__(self, chunk: bytes) -> bytes | list[bytes]:
         forwarded: bytes | list[bytes] = chunk
-        try:
-            if self.upstream is not None:
+        if self.upstream is not None:
+            try:
                 forwarded = self.upstream(chunk)
+            except Exception:  # the callable before us failed: the chunk goes on as it came, and is recorded
+                self.failures += 1
+        try:
             for piece in [forwarded] if isinstance(forwarded, bytes) else forwarded:
                 self._record(piece)
         except Exception:  # whatever happens, the bytes must flow

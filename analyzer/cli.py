@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import shutil
 import sys
@@ -242,6 +243,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if isinstance(sys.stdout, io.TextIOWrapper):
+        # A captured name may hold a lone surrogate (a JSON "\\ud800"): printed as an escape, not a traceback.
+        sys.stdout.reconfigure(errors="backslashreplace")
     if getattr(args, "mitmdump_args", None) and args.mitmdump_args[0] == "--":
         args.mitmdump_args = args.mitmdump_args[1:]
     try:

@@ -95,4 +95,12 @@ def write_csv(analysis: Analysis, out: IO[str], *, redact: bool = True) -> None:
     for record in iter_records(analysis, redact=redact):
         for key in ("flags", "exchanges", "evidence"):
             record[key] = json.dumps(record[key])
-        writer.writerow(record)
+        writer.writerow({key: _encodable(value) for key, value in record.items()})
+
+
+def _encodable(value: Any) -> Any:
+    """Lone surrogates (a JSON "\\ud800" in a tool name, a file name that is not UTF-8) as escapes:
+    the CSV is written as UTF-8. (The JSON export escapes them itself.)"""
+    if isinstance(value, str) and not value.isascii():
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    return value

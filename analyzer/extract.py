@@ -8,6 +8,7 @@ mitmdump, HAR) gives every event the time the response ended.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,6 +17,17 @@ from mitmproxy.net import encoding
 from addon.sse_framing import SseEvent, split_sse
 from analyzer.records import C2S, S2C, Exchange, Message
 from analyzer.slim import capture_wide_body, error_facts, interned, reference, request_facts, result_shape
+
+ID_DEPTH = 32  # levels of a list or object id that are kept (see _shallow)
+
+
+def _not_json(constant: str) -> Any:
+    raise ValueError(f"{constant} is not JSON")
+
+
+# Python's json reads NaN and Infinity, which are not JSON (a browser's JSON.parse refuses them): a body
+# holding one is malformed, and must not carry them into the export and the report.
+STRICT_JSON = json.JSONDecoder(parse_constant=_not_json)
 
 
 @dataclass(slots=True)
@@ -39,19 +51,28 @@ def decode_body(body: bytes | None, headers: dict[str, str]) -> tuple[str | None
             continue
         try:
             data = encoding.decode(data, coding)
-        except ValueError as e:
+        except (ValueError, TypeError) as e:  # TypeError: a text-to-text codec (rot13) named as the coding
             return None, f"cannot decode {coding} body: {e}"
+        if not isinstance(data, bytes):  # a bytes-to-text codec (utf-8) named as the coding
+            return None, f"cannot decode {coding} body: {coding} is not a content-encoding"
     charset = "utf-8"
     for part in headers.get("content-type", "").split(";")[1:]:
         name, _, value = part.strip().partition("=")
         if name.lower() == "charset" and value:
             charset = value.strip('"').lower()
     try:
-        return data.decode(charset), None
-    except LookupError:
+        text, problem = data.decode(charset), None
+    except LookupError:  # unknown, or not a text encoding (base64)
         return data.decode("utf-8", "replace"), f"unknown charset {charset}, read as UTF-8"
-    except UnicodeDecodeError:
-        return data.decode(charset, "replace"), f"body is not valid {charset}"
+    except ValueError:  # not valid in it; some codecs (idna) fail even with "replace"
+        try:
+            text, problem = data.decode(charset, "replace"), f"body is not valid {charset}"
+        except ValueError:
+            return data.decode("utf-8", "replace"), f"body is not valid {charset}, read as UTF-8"
+    if charset not in ("utf-8", "utf8") and not text.isascii():
+        # Some codecs (raw_unicode_escape, utf-7) yield lone surrogates, which no UTF-8 output can hold.
+        text = text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+    return text, problem
 
 
 def message_from(
@@ -60,7 +81,7 @@ def message_from(
     """Judge one parsed JSON value as a JSON-RPC 2.0 message; ``whole`` keeps the parsed value."""
     if not isinstance(value, dict):
         return Message(exchange, direction, "invalid", None, None, None, t, "not a JSON object", event_id)
-    rpc_id = interned(value.get("id"))
+    rpc_id = _shallow(interned(value.get("id")))
     method = interned(value["method"]) if isinstance(value.get("method"), str) else None
     kind, problem = _kind(value, rpc_id, method)
     message = Message(exchange, direction, kind, rpc_id, method, value if whole else None, t, problem, event_id)
@@ -76,6 +97,22 @@ def message_from(
     elif kind == "error":
         message.detail = error_facts(value["error"])
     return message
+
+
+def _shallow(value: Any, depth: int = ID_DEPTH) -> Any:
+    """An id as kept: a list or an object (an invalid id) cut below ``depth`` levels, its deeper parts "...";
+    a number too large for a float (1e999) as its text.
+
+    The export and the report nest an id a few levels deeper than the body did, so an id nested as deep as
+    the JSON parser goes would make documents that no JSON parser reads back; an infinite one, no JSON at all.
+    """
+    if isinstance(value, float) and not math.isfinite(value):
+        return repr(value)
+    if isinstance(value, list):
+        return [_shallow(item, depth - 1) for item in value] if depth else "..."
+    if isinstance(value, dict):
+        return {key: _shallow(item, depth - 1) for key, item in value.items()} if depth else "..."
+    return value
 
 
 def _kind(value: dict[str, Any], rpc_id: Any, method: str | None) -> tuple[str, str | None]:
@@ -108,8 +145,8 @@ def _read_text(
 ) -> None:
     """The messages in one body or event, added to ``out``."""
     try:
-        value = json.loads(text)
-    except ValueError as e:
+        value = STRICT_JSON.decode(text)
+    except (ValueError, RecursionError) as e:  # RecursionError: nested deeper than the parser goes
         # The start of the text goes into the problem: it is what a reader needs to see.
         problem = f"not JSON: {e}: {text[:120]!r}"
         out.messages.append(Message(exchange, direction, "invalid", None, None, None, t, problem, event_id))

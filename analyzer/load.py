@@ -2,7 +2,8 @@
 
 The tnetstring records are decoded directly and only in the parts the analyzer
 reads, without building mitmproxy Flow objects. Nothing read is lost
-silently: a flow that is not analyzed is listed in ``skipped`` with its reason,
+silently: a flow that is not analyzed is listed in ``skipped`` with its reason
+(so is a record damaged inside, whose length still leads to the next record),
 and a file that stops being readable is listed in ``problems`` with the offset
 and the reason, after every flow before that point has been read.
 """
@@ -22,7 +23,7 @@ from urllib.parse import parse_qsl
 from mitmproxy.version import FLOW_FORMAT_VERSION
 
 from analyzer.records import Exchange
-from analyzer.tnetstring_reader import FLOW_FIELDS, RecordError, decode, read_record
+from analyzer.tnetstring_reader import FLOW_FIELDS, RecordCutShort, RecordError, decode, read_record, record_framed
 
 METADATA_KEY = "mcp_blackbox"
 NO_QUERY: Mapping[str, str] = MappingProxyType({})  # shared by the many exchanges without a query
@@ -76,20 +77,25 @@ def _read_file(
     index = 0
     while True:
         offset = handle.tell()
+        record = None
         report.bytes_read = before + offset
         try:
             record = read_record(handle)
             if record is None:
                 return
             state = _decode_flow(record)
-        except RecordError as e:
-            where = "truncated or corrupt" if index else "not a mitmproxy flow file"
-            report.problem(source, f"{where}: {e}", offset=offset, flows_read=index)
-            return
-        except (ValueError, TypeError, IndexError, UnicodeDecodeError) as e:
-            # The record was framed, so the rest of the file can still be read.
+        except (ValueError, TypeError, IndexError, UnicodeDecodeError, RecursionError) as e:
+            # RecursionError: values nested deeper than the decoder goes (a framed record, skipped below).
+            if isinstance(e, RecordError) and not record_framed(record):
+                # The file's framing is broken here: nothing after this point can be trusted.
+                # A first record cut short is a truncated capture too, not some other kind of file.
+                cut = index or isinstance(e, RecordCutShort)
+                where = "truncated or corrupt" if cut else "not a mitmproxy flow file"
+                report.problem(source, f"{where}: {e}", offset=offset, flows_read=index)
+                return
+            # The record was framed (a whole dict), so the rest of the file can still be read.
             report.flows_read += 1
-            report.skip(source, index, None, f"unreadable flow record: {e}")
+            report.skip(source, index, None, f"unreadable flow record at byte {offset}: {e}")
             index += 1
             continue
         report.flows_read += 1
@@ -186,6 +192,30 @@ def _headers(fields: Any, keep_all: bool) -> dict[str, str]:
     return headers
 
 
+def _body(value: Any) -> bytes | None:
+    if value is None or isinstance(value, bytes):
+        return value
+    raise TypeError(f"a body is {type(value).__name__}, not bytes")
+
+
+def _time(value: Any) -> float | None:
+    """A timestamp, checked: every duration and every order of events is computed from them."""
+    if value is None:
+        return None
+    # Finite, and within 30 million years of 1970: no NaN or infinity reaches a duration or the JSON export.
+    if isinstance(value, bool) or not isinstance(value, int | float) or not abs(value) < 1e15:
+        raise ValueError(f"a timestamp is {value!r:.40}, not a number of seconds")
+    return float(value)
+
+
+def _event_times(value: Any) -> list[float | None] | None:
+    """The addon's arrival time of each event; None (events dated at the response's end) if not a list of times."""
+    try:
+        return [None if t is None else _time(t) for t in value] if isinstance(value, list) else None
+    except ValueError:
+        return None
+
+
 def _exchange(state: dict[str, Any], source: str, index: int, keep_all: bool) -> Exchange:
     request = state["request"]
     path_and_query = _text(request["path"])
@@ -204,23 +234,24 @@ def _exchange(state: dict[str, Any], source: str, index: int, keep_all: bool) ->
         path=sys.intern(path),
         query=dict(parse_qsl(query)) if query else NO_QUERY,
         request_headers=_headers(request.get("headers"), keep_all),
-        request_body=request.get("content"),
+        request_body=_body(request.get("content")),
         client_conn=sys.intern(connection) if isinstance(connection, str) else None,
-        t_request=float(request.get("timestamp_start") or state.get("timestamp_created") or 0.0),
+        t_request=_time(request.get("timestamp_start") or state.get("timestamp_created")) or 0.0,
         recorded_by_addon=isinstance(record, dict),
     )
     response = state.get("response")
     if response:
         exchange.status = int(response["status_code"])
         exchange.response_headers = _headers(response.get("headers"), keep_all)
-        exchange.response_body = response.get("content")
-        exchange.t_response = response.get("timestamp_start")
-        exchange.t_end = response.get("timestamp_end")
+        exchange.response_body = _body(response.get("content"))
+        exchange.t_response = _time(response.get("timestamp_start"))
+        exchange.t_end = _time(response.get("timestamp_end"))
     error = state.get("error")
     if error:
         exchange.error = sys.intern(_text(error.get("msg")))  # the same few messages recur
-        exchange.t_error = error.get("timestamp")
+        exchange.t_error = _time(error.get("timestamp"))
     if isinstance(record, dict) and isinstance(record.get("stream"), dict):
         stream = record["stream"]
-        exchange.stream = stream if keep_all else {k: stream.get(k) for k in STREAM_FIELDS}
+        exchange.stream = dict(stream) if keep_all else {k: stream.get(k) for k in STREAM_FIELDS}
+        exchange.stream["event_times"] = _event_times(stream.get("event_times"))
     return exchange

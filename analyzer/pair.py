@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass, field
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import parse_qsl
 
 from analyzer.records import C2S, S2C, Call, Exchange, Message
 
@@ -32,7 +32,8 @@ def scope_of(exchange: Exchange, legacy_streams: dict[str, str]) -> str:
 
 def legacy_session_of_endpoint(endpoint: str) -> str | None:
     """The session an HTTP+SSE ``endpoint`` event names in its URL's query."""
-    query = dict(parse_qsl(urlsplit(endpoint).query))
+    # Split by hand: urlsplit() raises on what an event may carry (an unclosed "[" in the host).
+    query = dict(parse_qsl(endpoint.partition("?")[2].partition("#")[0]))
     return query.get("sessionId") or query.get("session_id")
 
 

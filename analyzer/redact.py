@@ -22,9 +22,13 @@ SECRET_HEADERS = frozenset(
 SECRET_WORDS = ("token", "secret", "password", "passwd", "apikey", "api_key", "api-key", "credential", "session_key")
 SECRET_FIELDS = frozenset({"authorization", "cookie", "private_key", "client_secret", "sig", "signature"})
 BEARER = re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{6,}")
-# key=value or key: value in free text (logs, error messages)
+# key=value or key: value in free text (logs, error messages), and "key": "value" in JSON that is only text
+# here: the analyzer cuts a tool's answer after 100 characters, and quotes it with repr() in the evidence.
+# The name may end a longer one (client_secret); a quoted value is taken whole, whatever it holds, up to its
+# closing quote (a backslash, or a run of them, escapes the next character) or the end of a cut text.
 SECRET_ASSIGNMENT = re.compile(
-    r"(?i)\b(access_token|refresh_token|token|api[_-]?key|secret|password)([\"']?\s*[=:]\s*[\"']?)([^\s&,;\"']{4,})"
+    r"""(?is)(?<![a-z0-9])(access_token|refresh_token|token|api[_-]?key|secret|password)(["']?\s*[=:]\s*)"""
+    r"""(?:(["'])((?:\\+.|(?!\3)[^\\])*)(?:\3|\\*$)|([^\s&,;"']{4,}))"""
 )
 
 
@@ -49,13 +53,21 @@ def redact_headers(headers: dict[str, str]) -> dict[str, str]:
 
 
 def redact_url(url: str) -> str:
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # not a URL urllib reads (a captured path "x[y" runs into the host): the query alone
+        base, mark, query = url.partition("?")
+        return base + mark + _redact_query(query)
     if not parts.query and not parts.password:
         return url
-    pairs = [part.partition("=") for part in parts.query.split("&")]
-    query = "&".join(f"{k}={marker(v)}" if is_secret_name(unquote(k)) else f"{k}{eq}{v}" for k, eq, v in pairs)
+    query = _redact_query(parts.query)
     netloc = parts.netloc.replace(parts.password, marker(parts.password)) if parts.password else parts.netloc
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+def _redact_query(query: str) -> str:
+    pairs = [part.partition("=") for part in query.split("&")] if query else []
+    return "&".join(f"{k}={marker(v)}" if is_secret_name(unquote(k)) else f"{k}{eq}{v}" for k, eq, v in pairs)
 
 
 def redact_text(text: str) -> str:
@@ -64,16 +76,26 @@ def redact_text(text: str) -> str:
     if stripped[:1] in ("{", "["):
         try:
             value = json.loads(text)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested deeper than the parser goes
             pass
         else:
-            return json.dumps(redact_json(value), ensure_ascii=False)
+            try:
+                return json.dumps(redact_json(value), ensure_ascii=False)
+            except RecursionError:  # nested deeper than redaction goes: shown as nothing, not unredacted
+                return marker(text)
     return _redact_free_text(text)
 
 
 def _redact_free_text(text: str) -> str:
     text = BEARER.sub(lambda m: f"{m.group(1)} {marker(m.group(0))}", text)
-    return SECRET_ASSIGNMENT.sub(lambda m: f"{m.group(1)}{m.group(2)}{marker(m.group(3))}", text)
+    return SECRET_ASSIGNMENT.sub(_redact_assignment, text)
+
+
+def _redact_assignment(match: re.Match[str]) -> str:
+    name, separator, quote, quoted, bare = match.groups()
+    if quote is not None:
+        return f"{name}{separator}{quote}{marker(quoted)}{quote}"
+    return f"{name}{separator}{marker(bare)}"
 
 
 def redact_json(value: Any) -> Any:

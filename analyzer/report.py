@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import time
 from collections import Counter
 from collections.abc import Iterable
@@ -31,6 +32,7 @@ DETAIL_LIMIT = 3000  # calls whose bytes the report carries (failures and retrie
 BODY_LIMIT = 16_384  # characters of one body shown
 TICK_LIMIT = 50  # SSE event ticks drawn per call
 OK = {"SUCCESS", "TOOL_SUCCESS", "ACCEPTED"}
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 COLUMNS = [
     "id", "lane", "method", "tool", "rpc_id", "outcome", "layer", "status", "flags", "t0", "dur",
     "events", "group", "attempt", "origin", "confidence", "source", "verdict", "error_code",
@@ -162,7 +164,7 @@ def _events(exchange: Exchange, text: str, origin: float, clean: Any) -> list[di
 
 def _shown(text: str) -> str:
     """Pretty JSON where the text is JSON; cut to BODY_LIMIT characters."""
-    with contextlib.suppress(ValueError):
+    with contextlib.suppress(ValueError, RecursionError):  # RecursionError: nested too deeply to indent
         text = json.dumps(json.loads(text), indent=2, ensure_ascii=False)
     return text if len(text) <= BODY_LIMIT else text[:BODY_LIMIT] + f"\n… {len(text) - BODY_LIMIT} more characters"
 
@@ -200,12 +202,16 @@ def _meta(analysis: Analysis, paths: list[str], origin: float, redact: bool) -> 
 
 
 def script_json(value: Any) -> str:
-    """JSON safe inside <script>: no "</script>", no HTML comment openers, no line separators."""
+    """JSON safe inside <script>: no "</script>", no HTML comment openers, no line separators.
+
+    Lone surrogates (a JSON "\\ud800" a server sent) stay escapes: the page must be written as UTF-8.
+    """
     text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
-    return (
+    text = (
         text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
         .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
     )  # fmt: skip
+    return LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def render_report(data: dict[str, Any]) -> str:
@@ -222,5 +228,6 @@ def write_report(
     paths: Iterable[str | Path], output: str | Path, *, redact: bool = True, analysis: Analysis | None = None
 ) -> dict[str, Any]:
     data = build_report(paths, redact=redact, analysis=analysis)
-    Path(output).write_text(render_report(data), encoding="utf-8")
+    # What can still hold a lone surrogate (a clientInfo name in the header) is written as an escape.
+    Path(output).write_text(render_report(data), encoding="utf-8", errors="backslashreplace")
     return data

@@ -85,7 +85,7 @@ def _retry_after(call: Call) -> float | None:
     value = call.exchange.response_headers.get("retry-after")
     if not value:
         return None
-    if value.strip().isdigit():
+    if value.strip().isascii() and value.strip().isdigit():  # isdigit() alone also takes "²"
         return float(value.strip())
     parsed = email.utils.parsedate_tz(value)
     if parsed is None:
@@ -233,7 +233,7 @@ def _origin(before: Call, call: Call, clients: dict[str, str]) -> tuple[str, str
         f"{session}, {connection}"
     ]
     attempts = b.request_headers.get("x-envoy-attempt-count")
-    if attempts and attempts.strip().isdigit() and int(attempts) > 1:
+    if attempts and attempts.strip().isascii() and attempts.strip().isdigit() and int(attempts) > 1:
         return "proxy", "high", [*evidence, f"x-envoy-attempt-count: {attempts}"]
     if a.status in (401, 403):
         credentials = b.request_headers.get("authorization")

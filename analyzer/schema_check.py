@@ -7,6 +7,7 @@ OUTPUT_SCHEMA_VIOLATION would be worse than a missed one.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 _TYPES: dict[str, Any] = {
@@ -32,7 +33,9 @@ def _is_type(value: Any, name: str) -> bool:
 def schema_problems(value: Any, schema: Any, path: str = "$", limit: int = 5) -> list[str]:
     """Where ``value`` breaks ``schema``; empty when it conforms."""
     problems: list[str] = []
-    _check(value, schema, path, problems, limit)
+    # Nested deeper than Python recurses: what was found so far, never a false alarm.
+    with contextlib.suppress(RecursionError):
+        _check(value, schema, path, problems, limit)
     return problems
 
 
@@ -51,7 +54,8 @@ def _check(value: Any, schema: Any, path: str, problems: list[str], limit: int) 
         problems.append(f"{path}: expected {schema['const']!r}")
     if isinstance(value, dict):
         properties = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
-        for name in schema.get("required") or []:
+        required = schema.get("required")
+        for name in required if isinstance(required, list) else []:
             if isinstance(name, str) and name not in value:
                 problems.append(f"{path}: missing required {name!r}")
         extra = schema.get("additionalProperties", True)

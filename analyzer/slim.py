@@ -147,7 +147,7 @@ def reads_like_error(text: str) -> bool:
     if stripped[:1] == "{":
         try:
             value = json.loads(stripped)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested deeper than the parser goes
             return False
         if isinstance(value, dict):
             keys = {k.lower() for k in value}

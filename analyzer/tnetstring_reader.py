@@ -29,10 +29,25 @@ FLOW_FIELDS: Want = {
     "websocket": True,
 }
 MAX_PREFIX = 12  # digits in a length prefix, as mitmproxy allows
+READ_PIECE = 1 << 24  # a corrupt length prefix may claim up to a terabyte: read toward it in pieces this large
 
 
 class RecordError(ValueError):
     """The bytes are not a (complete) tnetstring record."""
+
+
+class RecordCutShort(RecordError):
+    """The file ends inside a record: a length prefix was read, the bytes it announces were not all there."""
+
+
+def record_framed(record: bytes | None) -> bool:
+    """Whether ``read_record`` gave a whole record that ends as a flow record does (a dict).
+
+    Damage inside such a record loses that record only: the next one starts where its length says.
+    Anything else (no record, or a length prefix that did not land on a dict's end) means the
+    framing itself is broken and what follows cannot be found.
+    """
+    return record is not None and record.endswith(b"}")
 
 
 def read_record(handle: BinaryIO) -> bytes | None:
@@ -43,7 +58,7 @@ def read_record(handle: BinaryIO) -> bytes | None:
         head = handle.peek(MAX_PREFIX + 1)[: MAX_PREFIX + 1 - len(digits)]  # type: ignore[attr-defined]
         if not head:
             if digits:
-                raise RecordError("record cut short inside its length prefix")
+                raise RecordCutShort("record cut short inside its length prefix")
             return None
         colon = head.find(b":")
         handle.read(len(head) if colon < 0 else colon + 1)
@@ -55,10 +70,21 @@ def read_record(handle: BinaryIO) -> bytes | None:
     if not digits.isdigit():
         raise RecordError("not a tnetstring: missing or invalid length prefix")
     size = int(digits) + 1
-    record = handle.read(size)
+    record = _read_up_to(handle, size)
     if len(record) < size:
-        raise RecordError(f"record cut short: {len(record)} of {size} bytes")
+        raise RecordCutShort(f"record cut short: {len(record)} of {size} bytes")
     return digits + b":" + record
+
+
+def _read_up_to(handle: BinaryIO, size: int) -> bytes:
+    """``size`` bytes, or what is left of the file: never a buffer of ``size`` before the bytes are there."""
+    if size <= READ_PIECE:
+        return handle.read(size)
+    pieces = []
+    while size > 0 and (piece := handle.read(min(size, READ_PIECE))):
+        pieces.append(piece)
+        size -= len(piece)
+    return b"".join(pieces)
 
 
 def decode(record: bytes, want: Want = True) -> Any:
