@@ -11,6 +11,7 @@ and the reason, after every flow before that point has been read.
 from __future__ import annotations
 
 import io
+import math
 import os
 import sys
 from collections.abc import Iterator, Mapping
@@ -208,6 +209,20 @@ def _time(value: Any) -> float | None:
     return float(value)
 
 
+def _flow_id(value: Any) -> str:
+    if not isinstance(value, str):  # it keys the exchange in the analysis and the report
+        raise TypeError(f"the flow id is {type(value).__name__}, not a string")
+    return value
+
+
+def _scalar(value: Any) -> str | int | float | None:
+    """A field of the addon's stream record as reports quote it: a string, a finite number or null
+    (an infinity would make the report's data no JSON)."""
+    if value is None or isinstance(value, str | int) or (isinstance(value, float) and math.isfinite(value)):
+        return value
+    return None
+
+
 def _event_times(value: Any) -> list[float | None] | None:
     """The addon's arrival time of each event; None (events dated at the response's end) if not a list of times."""
     try:
@@ -226,13 +241,14 @@ def _exchange(state: dict[str, Any], source: str, index: int, keep_all: bool) ->
     client_conn = state.get("client_conn") or {}
     connection = client_conn.get("id")
     exchange = Exchange(
-        flow_id=state["id"],
+        flow_id=_flow_id(state["id"]),
         source=source,
         index=index,
         method=sys.intern(_text(request["method"])),
         endpoint=sys.intern(f"{scheme}://{host}:{port}{path}"),
         path=sys.intern(path),
-        query=dict(parse_qsl(query)) if query else NO_QUERY,
+        # Blank values kept: "?debug=" is part of the request the report shows.
+        query=dict(parse_qsl(query, keep_blank_values=True)) if query else NO_QUERY,
         request_headers=_headers(request.get("headers"), keep_all),
         request_body=_body(request.get("content")),
         client_conn=sys.intern(connection) if isinstance(connection, str) else None,
@@ -253,5 +269,6 @@ def _exchange(state: dict[str, Any], source: str, index: int, keep_all: bool) ->
     if isinstance(record, dict) and isinstance(record.get("stream"), dict):
         stream = record["stream"]
         exchange.stream = dict(stream) if keep_all else {k: stream.get(k) for k in STREAM_FIELDS}
+        exchange.stream.update({k: _scalar(stream.get(k)) for k in STREAM_FIELDS})
         exchange.stream["event_times"] = _event_times(stream.get("event_times"))
     return exchange

@@ -225,8 +225,9 @@ def check_hooks(run: HookRun) -> None:
     handler = _Collect(run.logged)
     logger.addHandler(handler)
     recorder = McpRecorder()
+    tctx = taddons.context(recorder)
     try:
-        with taddons.context(recorder) as tctx, contextlib.redirect_stdout(io.StringIO()):
+        with tctx, contextlib.redirect_stdout(io.StringIO()):
             tctx.configure(recorder, mcp_console=run.console, mcp_stream_max_body=run.max_body, mcp_filter=run.filter)
             bound = recorder.max_body
             streamed: dict[str, bytes] = {}
@@ -378,6 +379,8 @@ def expected_forms(field: str, text: str) -> set[str]:
         forms.add(quote_plus(text))
     if field == "sse_data":
         forms.add(_line(text))
+    if field == "path":
+        forms |= expected_forms("", text.replace("?", ""))  # a "?" would start the query
     if field == "file_name":
         forms.add(_file_name(text))
     return forms

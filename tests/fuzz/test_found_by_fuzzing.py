@@ -23,7 +23,7 @@ from analyzer import analyze
 from analyzer.export import write_csv, write_json
 from analyzer.extract import decode_body
 from analyzer.redact import redact_text, redact_url
-from analyzer.report import write_report
+from analyzer.report import build_report, write_report
 from analyzer.schema_check import schema_problems
 from analyzer.slim import reads_like_error
 from analyzer.tnetstring_reader import READ_PIECE, read_record
@@ -218,12 +218,17 @@ def test_a_length_prefix_of_25_gigabytes_is_not_read_at_once() -> None:
         (("response", "timestamp_end"), float("nan")),
         (("response", "timestamp_end"), 10**400),
         (("metadata", METADATA_KEY), {"version": 1, "stream": {"event_times": "not a list"}}),
+        (("metadata", METADATA_KEY), {"version": 1, "stream": {"ended": float("inf")}}),  # quoted in the report
+        (("id",), ["a", "list"]),  # the flow id keys the report's details
     ],
 )
-def test_a_flow_record_with_a_value_of_the_wrong_type(tmp_path: Path, where: tuple[str, str], value: object) -> None:
+def test_a_flow_record_with_a_value_of_the_wrong_type(tmp_path: Path, where: tuple[str, ...], value: object) -> None:
     state = exchange(tool_call(1), body=("data: " + json.dumps(result(1, text_result())) + "\n\n").encode(),
                      content_type="text/event-stream").get_state()  # fmt: skip
-    state[where[0]][where[1]] = value
+    parent = state
+    for key in where[:-1]:
+        parent = parent[key]
+    parent[where[-1]] = value
     capture = tmp_path / "typed.flows"
     capture.write_bytes(tnetstring.dumps(state))
     check_outputs([capture], tmp_path)
@@ -278,3 +283,11 @@ def test_a_secret_field_in_a_cut_tool_answer() -> None:
     outputs = properties.redacted_outputs(s)
     assert not [form for form in properties.leak_forms(secret) for text in outputs if form in text]
     assert redact_text('{"note": "", "client_secret": "ab cd') == '{"note": "", "client_secret": "[redacted 5 chars]"'
+
+
+def test_a_query_parameter_with_a_blank_value_is_shown(tmp_path: Path) -> None:
+    """parse_qsl() drops "debug=" unless told to keep blank values: the report's request line lost it."""
+    flow = exchange(tool_call(1), body=result(1, text_result()))
+    flow.request.path = "/mcp?debug=&page=1"
+    data = build_report([write(tmp_path, flow)], redact=False)
+    assert data["details"]["c1"]["exchanges"][0]["request"]["line"].endswith("/mcp?debug=&page=1")

@@ -17,7 +17,7 @@ pytestmark = pytest.mark.fuzz
 
 @seed(6101)
 @settings(
-    max_examples=200,
+    max_examples=300,
     deadline=None,
     database=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],

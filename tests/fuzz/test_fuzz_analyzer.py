@@ -22,14 +22,14 @@ def bounded(examples: int) -> settings:
 
 
 @seed(6001)
-@bounded(120)
+@bounded(200)
 @given(strategies.captures())
 def test_random_captures_are_analyzed_or_skipped(flows: list) -> None:
     properties.check_flows(flows)
 
 
 @seed(6002)
-@bounded(60)
+@bounded(80)
 @given(st.lists(strategies.http_flows(), min_size=1, max_size=3).map(strategies.Flows), strategies.sse_bodies())
 def test_random_event_streams(flows: list, body: bytes) -> None:
     """Every response an event stream, with random framing, line ends, BOMs and invalid UTF-8."""
@@ -45,15 +45,22 @@ def test_retried_requests(flows: strategies.Flows) -> None:
 
 
 @seed(6003)
-@bounded(100)
+@bounded(150)
 @given(strategies.flow_file_bytes())
 def test_random_flow_file_bytes(data: bytes) -> None:
     """Records that are flows, almost flows, tnetstring values or noise, broken at the byte level."""
     properties.check_bytes(data)
 
 
+@seed(6006)
+@bounded(60)
+@given(strategies.har_files())
+def test_random_har_files(data: bytes) -> None:
+    properties.check_bytes(data)
+
+
 @seed(6004)
-@bounded(40)
+@bounded(60)
 @given(st.binary(max_size=300))
 def test_random_bytes(data: bytes) -> None:
     properties.check_bytes(data)

@@ -22,7 +22,7 @@ FAST = settings(deadline=None, database=None, suppress_health_check=[HealthCheck
 
 
 @seed(6201)
-@settings(FAST, max_examples=60)
+@settings(FAST, max_examples=80)
 @given(properties.captured)
 def test_captured_text_stays_data(c: properties.Captured) -> None:
     properties.check_escaping(c)
@@ -55,7 +55,7 @@ def test_captured_text_in_chromium(c: properties.Captured) -> None:
 
 
 @seed(6203)
-@settings(FAST, max_examples=60, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@settings(FAST, max_examples=80, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(properties.secrets)
 def test_secrets_never_reach_the_report_or_the_exports(s: properties.Secrets) -> None:
     """Authorization, Cookie and X-Api-Key headers, api_key and token query parameters, password,
