@@ -24,14 +24,14 @@ def bounded(examples: int) -> settings:
 @seed(6001)
 @bounded(200)
 @given(strategies.captures())
-def test_random_captures_are_analyzed_or_skipped(flows: list) -> None:
+def test_random_captures_are_analyzed_or_skipped(flows: strategies.Flows) -> None:
     properties.check_flows(flows)
 
 
 @seed(6002)
 @bounded(80)
 @given(st.lists(strategies.http_flows(), min_size=1, max_size=3).map(strategies.Flows), strategies.sse_bodies())
-def test_random_event_streams(flows: list, body: bytes) -> None:
+def test_random_event_streams(flows: strategies.Flows, body: bytes) -> None:
     """Every response an event stream, with random framing, line ends, BOMs and invalid UTF-8."""
     properties.check_event_streams(flows, body)
 
