@@ -47,15 +47,6 @@ def roundtrip(flow: HTTPFlow) -> HTTPFlow:
     return read
 
 
-@pytest.fixture
-def recorder(caplog: pytest.LogCaptureFixture):
-    addon = McpRecorder()
-    with taddons.context(addon) as tctx:
-        tctx.configure(addon, mcp_console=False)
-        yield addon
-    # The hooks swallow their own exceptions to protect traffic; a test still fails on one.
-    swallowed = [r for r in caplog.records if "traffic is unaffected" in r.getMessage()]
-    assert not swallowed, swallowed[0].exc_text
 
 
 def test_stream_passes_through_unchanged_and_body_is_restored(recorder: McpRecorder) -> None:
