@@ -11,9 +11,7 @@ import time
 from dataclasses import dataclass
 from urllib.parse import parse_qsl
 
-from mitmproxy import http
-
-from addon.jsonrpc import (
+from mcp_blackbox.addon.jsonrpc import (
     JsonObject,
     is_jsonrpc,
     is_request,
@@ -22,9 +20,10 @@ from addon.jsonrpc import (
     response_failure,
     tool_name,
 )
-from addon.mcp_detect import decoded_body, response_json_messages
-from addon.sse_framing import SseEvent, split_sse
-from addon.stream_tap import StreamTap
+from mcp_blackbox.addon.mcp_detect import decoded_body, response_json_messages
+from mcp_blackbox.addon.sse_framing import SseEvent, split_sse
+from mcp_blackbox.addon.stream_tap import StreamTap
+from mitmproxy import http
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,21 +26,24 @@ from pathlib import Path
 from typing import Any
 
 if __package__ in (None, "") or __name__.startswith("__mitmproxy_script__"):
-    # Loaded as a script by path: make the repository's packages importable.
-    _repo = str(Path(__file__).resolve().parent.parent)
-    if _repo not in sys.path:
-        sys.path.insert(0, _repo)
-    # mitmproxy re-runs this file when it changes; drop the addon's modules so their new code
-    # loads with it, instead of new hooks calling old helpers.
-    for _name in [m for m in sys.modules if m == "addon" or m.startswith("addon.")]:
-        del sys.modules[_name]
+    # Loaded as a script by path (`mitmdump -s .../mcp_recorder.py`), from a checkout or from an
+    # installed package: bind the package mcp_blackbox to the folder that holds this file's folder,
+    # so its modules load from beside this file, installed or not. On mitmproxy's reload (it re-runs
+    # this file when it changes) the old modules are dropped, so new hooks never call old helpers.
+    import importlib.machinery
+    import importlib.util
 
+    for _name in [m for m in sys.modules if m == "mcp_blackbox" or m.startswith("mcp_blackbox.")]:
+        del sys.modules[_name]
+    _spec = importlib.machinery.ModuleSpec("mcp_blackbox", None, is_package=True)
+    _spec.submodule_search_locations = [str(Path(__file__).resolve().parent.parent)]
+    sys.modules["mcp_blackbox"] = importlib.util.module_from_spec(_spec)
+
+from mcp_blackbox.addon.exchange_view import console_line, describe, recorded_events
+from mcp_blackbox.addon.mcp_detect import McpEndpoints, request_messages
+from mcp_blackbox.addon.stream_tap import StreamTap
 from mitmproxy import ctx, exceptions, flowfilter, http
 from mitmproxy.utils import human
-
-from addon.exchange_view import console_line, describe, recorded_events
-from addon.mcp_detect import McpEndpoints, request_messages
-from addon.stream_tap import StreamTap
 
 logger = logging.getLogger("mcp_blackbox")
 

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from addon.sse_framing import split_sse
+from mcp_blackbox.addon.sse_framing import split_sse
 
 # Beyond this many chunks only totals are kept: a day-long stream must not grow
 # the metadata without bound.

@@ -9,14 +9,14 @@ from operator import attrgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from addon.jsonrpc import MCP_REQUEST_HEADERS
-from analyzer.call_record import COLUMNS, call_record
-from analyzer.classify import CaptureFacts, apply_verdict, protocol_version
-from analyzer.extract import Extracted, extract_messages
-from analyzer.load import LoadReport, read_exchanges
-from analyzer.pair import legacy_session_of_endpoint, pair_messages, scope_of
-from analyzer.records import Call, Exchange, Message
-from analyzer.retries import RetryGroup, find_retries
+from mcp_blackbox.addon.jsonrpc import MCP_REQUEST_HEADERS
+from mcp_blackbox.analyzer.call_record import COLUMNS, call_record
+from mcp_blackbox.analyzer.classify import CaptureFacts, apply_verdict, protocol_version
+from mcp_blackbox.analyzer.extract import Extracted, extract_messages
+from mcp_blackbox.analyzer.load import LoadReport, read_exchanges
+from mcp_blackbox.analyzer.pair import legacy_session_of_endpoint, pair_messages, scope_of
+from mcp_blackbox.analyzer.records import Call, Exchange, Message
+from mcp_blackbox.analyzer.retries import RetryGroup, find_retries
 
 if TYPE_CHECKING:
     import pandas as pd

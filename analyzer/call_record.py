@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from analyzer.records import Call
+from mcp_blackbox.analyzer.records import Call
 
 COLUMNS = [
     "call_id",

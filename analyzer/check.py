@@ -12,7 +12,7 @@ import textwrap
 from collections.abc import Iterable
 from typing import Any
 
-from analyzer.classify import LAYER
+from mcp_blackbox.analyzer.classify import LAYER
 
 OUTCOMES = tuple(LAYER)
 LAYERS = tuple(dict.fromkeys(LAYER.values()))

@@ -12,9 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from analyzer.records import C2S, Call, Exchange, Message
-from analyzer.schema_check import schema_problems
-from analyzer.slim import MISSING, OMITTED, ResultShape, interned, json_kind
+from mcp_blackbox.analyzer.records import C2S, Call, Exchange, Message
+from mcp_blackbox.analyzer.schema_check import schema_problems
+from mcp_blackbox.analyzer.slim import MISSING, OMITTED, ResultShape, interned, json_kind
 
 LAYER = {
     "NO_RESPONSE": "transport",

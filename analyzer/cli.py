@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
+import importlib.util
 import io
 import os
 import shutil
@@ -11,12 +13,19 @@ import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 
-from analyzer import progress
-from analyzer.analysis import Analysis, analyze
-from analyzer.check import DEFAULT_FAIL_ON, OK_OUTCOMES, call_line, matching_calls, parse_fail_on, short_sources
-from analyzer.export import write_csv, write_json
-from analyzer.load import LoadReport
-from analyzer.summary_text import summary_text
+from mcp_blackbox.analyzer import progress
+from mcp_blackbox.analyzer.analysis import Analysis, analyze
+from mcp_blackbox.analyzer.check import (
+    DEFAULT_FAIL_ON,
+    OK_OUTCOMES,
+    call_line,
+    matching_calls,
+    parse_fail_on,
+    short_sources,
+)
+from mcp_blackbox.analyzer.export import write_csv, write_json
+from mcp_blackbox.analyzer.load import LoadReport
+from mcp_blackbox.analyzer.summary_text import summary_text
 
 
 def mitmdump_executable() -> str:
@@ -30,14 +39,22 @@ def mitmdump_executable() -> str:
     return found
 
 
+def addon_path() -> Path:
+    """The installed addon's script, for ``mitmdump -s`` and ``mitmweb -s``.
+
+    Found without importing it: the addon loads mitmproxy, which the analysis commands do not need.
+    """
+    spec = importlib.util.find_spec("mcp_blackbox.addon.mcp_recorder")
+    assert spec is not None and spec.origin is not None, "mcp_blackbox.addon is part of this package"
+    return Path(spec.origin).resolve()
+
+
 def record_command(args: argparse.Namespace) -> list[str]:
     """The mitmdump command line that ``record`` runs."""
-    import addon.mcp_recorder  # only here: it loads mitmproxy, which the analysis commands do not need
-
     command = [
         mitmdump_executable(),
         "--scripts",
-        str(Path(addon.mcp_recorder.__file__).resolve()),
+        str(addon_path()),
         "--mode",
         f"reverse:{args.upstream}",
         "--listen-host",
@@ -130,7 +147,7 @@ def run_report(args: argparse.Namespace) -> int:
     analysis = load_or_explain(args.captures)
     if analysis is None:
         return 2
-    from analyzer.report import write_report  # jinja2 and the templates, only for this command
+    from mcp_blackbox.analyzer.report import write_report  # jinja2 and the templates, only for this command
 
     data = write_report(args.captures, args.output, redact=not args.no_redact, analysis=analysis)
     meta = data["meta"]
@@ -175,6 +192,7 @@ def fail_on_names(text: str) -> list[str]:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mcp-blackbox", description="Record and analyze MCP traffic (HTTP and SSE).")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {importlib.metadata.version('mcp-blackbox')}")
     commands = parser.add_subparsers(dest="command", required=True)
 
     record = commands.add_parser(
@@ -195,6 +213,13 @@ def build_parser() -> argparse.ArgumentParser:
         "mitmdump_args", nargs=argparse.REMAINDER, help="after --, more arguments passed to mitmdump as they are"
     )
     record.set_defaults(run=run_record)
+
+    where = commands.add_parser(
+        "addon-path",
+        help="print the path of the recording addon, for mitmdump -s or mitmweb -s",
+        description='Print the installed addon\'s path: mitmweb -s "$(mcp-blackbox addon-path)" ...',
+    )
+    where.set_defaults(run=lambda args: print(addon_path()) or 0)
 
     export = commands.add_parser("export", help="one record per call, with its verdict and evidence, as JSON or CSV")
     export.add_argument("captures", nargs="+", metavar="CAPTURE", help="flow files (addon, plain mitmdump or HAR)")

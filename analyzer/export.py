@@ -12,10 +12,10 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from typing import IO, Any
 
-from analyzer.analysis import Analysis
-from analyzer.call_record import COLUMNS, call_record
-from analyzer.classify import protocol_version
-from analyzer.redact import redact_text
+from mcp_blackbox.analyzer.analysis import Analysis
+from mcp_blackbox.analyzer.call_record import COLUMNS, call_record
+from mcp_blackbox.analyzer.classify import protocol_version
+from mcp_blackbox.analyzer.redact import redact_text
 
 COUNTED = {"by_outcome": "outcome", "by_layer": "layer", "by_method": "method", "by_tool": "tool"}
 

@@ -14,20 +14,23 @@ import io
 import math
 import os
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import MappingProxyType
 from typing import Any
-from urllib.parse import parse_qsl
 
+from mcp_blackbox.analyzer.records import Exchange
+from mcp_blackbox.analyzer.tnetstring_reader import (
+    FLOW_FIELDS,
+    RecordCutShort,
+    RecordError,
+    decode,
+    read_record,
+    record_framed,
+)
 from mitmproxy.version import FLOW_FORMAT_VERSION
 
-from analyzer.records import Exchange
-from analyzer.tnetstring_reader import FLOW_FIELDS, RecordCutShort, RecordError, decode, read_record, record_framed
-
 METADATA_KEY = "mcp_blackbox"
-NO_QUERY: Mapping[str, str] = MappingProxyType({})  # shared by the many exchanges without a query
 # What the analysis reads of the addon's stream record (the per-chunk list is for the report).
 STREAM_FIELDS = ("ended", "error", "end_time", "event_times", "bytes", "dropped_bytes")
 
@@ -247,8 +250,7 @@ def _exchange(state: dict[str, Any], source: str, index: int, keep_all: bool) ->
         method=sys.intern(_text(request["method"])),
         endpoint=sys.intern(f"{scheme}://{host}:{port}{path}"),
         path=sys.intern(path),
-        # Blank values kept: "?debug=" is part of the request the report shows.
-        query=dict(parse_qsl(query, keep_blank_values=True)) if query else NO_QUERY,
+        query_string=query,
         request_headers=_headers(request.get("headers"), keep_all),
         request_body=_body(request.get("content")),
         client_conn=sys.intern(connection) if isinstance(connection, str) else None,

@@ -13,7 +13,7 @@ import sys
 from dataclasses import dataclass, field
 from urllib.parse import parse_qsl
 
-from analyzer.records import C2S, S2C, Call, Exchange, Message
+from mcp_blackbox.analyzer.records import C2S, S2C, Call, Exchange, Message
 
 PROGRESS = "notifications/progress"
 CANCELLED = "notifications/cancelled"

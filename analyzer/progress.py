@@ -10,7 +10,7 @@ import time
 from collections.abc import Iterable
 from typing import IO
 
-from analyzer.load import LoadReport
+from mcp_blackbox.analyzer.load import LoadReport
 
 THRESHOLD = 20_000_000  # bytes of input below which the analysis is quick enough not to need one
 INTERVAL = 0.5  # seconds between two lines at most

@@ -7,10 +7,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import parse_qsl
 
-from analyzer.slim import RequestFacts, ResultShape, reference
+from mcp_blackbox.analyzer.slim import RequestFacts, ResultShape, reference
+
+NO_QUERY: Mapping[str, str] = MappingProxyType({})
 
 C2S = "client->server"
 S2C = "server->client"
@@ -26,7 +29,7 @@ class Exchange:
     method: str
     endpoint: str  # scheme://host:port/path, without the query
     path: str  # without the query
-    query: Mapping[str, str]
+    query_string: str  # as the request line sent it: repeated names, order and escapes kept
     request_headers: dict[str, str]  # lower-case names; repeated headers joined with ", "
     request_body: bytes | None
     client_conn: str | None
@@ -50,7 +53,13 @@ class Exchange:
 
     @property
     def url(self) -> str:
-        return self.endpoint + ("?" + urlencode(dict(self.query)) if self.query else "")
+        """The request's URL as sent (not rebuilt from parsed parameters)."""
+        return self.endpoint + ("?" + self.query_string if self.query_string else "")
+
+    @property
+    def query(self) -> Mapping[str, str]:
+        """The query's parameters (the last value of a repeated one), blank values kept."""
+        return dict(parse_qsl(self.query_string, keep_blank_values=True)) if self.query_string else NO_QUERY
 
     @property
     def content_type(self) -> str:

@@ -19,14 +19,13 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
-
-from addon.sse_framing import split_sse
-from analyzer.analysis import Analysis, analyze
-from analyzer.classify import protocol_version
-from analyzer.extract import decode_body
-from analyzer.load import LoadReport, read_exchanges
-from analyzer.records import Call, Exchange
-from analyzer.redact import redact_headers, redact_text, redact_url
+from mcp_blackbox.addon.sse_framing import split_sse
+from mcp_blackbox.analyzer.analysis import Analysis, analyze
+from mcp_blackbox.analyzer.classify import protocol_version
+from mcp_blackbox.analyzer.extract import decode_body
+from mcp_blackbox.analyzer.load import LoadReport, read_exchanges
+from mcp_blackbox.analyzer.records import Call, Exchange
+from mcp_blackbox.analyzer.redact import redact_headers, redact_text, redact_url
 
 DETAIL_LIMIT = 3000  # calls whose bytes the report carries (failures and retries first)
 BODY_LIMIT = 16_384  # characters of one body shown
@@ -216,7 +215,7 @@ def script_json(value: Any) -> str:
 
 def render_report(data: dict[str, Any]) -> str:
     env = jinja2.Environment(
-        loader=jinja2.PackageLoader("templates", ""),
+        loader=jinja2.PackageLoader("mcp_blackbox.templates", ""),
         autoescape=True,
         undefined=jinja2.StrictUndefined,
     )

@@ -15,8 +15,8 @@ import email.utils
 from dataclasses import dataclass, field
 from typing import Any
 
-from analyzer.classify import CaptureFacts
-from analyzer.records import C2S, Call
+from mcp_blackbox.analyzer.classify import CaptureFacts
+from mcp_blackbox.analyzer.records import C2S, Call
 
 RETRY_WINDOW = 300.0  # seconds after a failure in which the same request counts as its retry
 MANUAL_GAP = 60.0  # a longer pause before a retry reads as a person, not a loop

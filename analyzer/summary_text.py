@@ -5,10 +5,10 @@ from __future__ import annotations
 import textwrap
 from collections.abc import Mapping
 
-from analyzer.analysis import Analysis
-from analyzer.check import OK_OUTCOMES
-from analyzer.export import summarize
-from analyzer.redact import redact_text
+from mcp_blackbox.analyzer.analysis import Analysis
+from mcp_blackbox.analyzer.check import OK_OUTCOMES
+from mcp_blackbox.analyzer.export import summarize
+from mcp_blackbox.analyzer.redact import redact_text
 
 INDENT = "    "
 

@@ -5,9 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from mcp_blackbox.addon.mcp_recorder import McpRecorder
 from mitmproxy.test import taddons
-
-from addon.mcp_recorder import McpRecorder
 
 
 @pytest.fixture

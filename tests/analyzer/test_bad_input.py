@@ -199,7 +199,7 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 
 def analyze(paths: list[Path]) -> Any:
-    from analyzer import analyze as analyze_paths  # the contract: analyzer.analyze(paths) -> Analysis
+    from mcp_blackbox.analyzer import analyze as analyze_paths  # the contract: analyzer.analyze(paths) -> Analysis
 
     analysis = analyze_paths(paths)
     assert analysis.flows_read == analysis.analyzed + len(analysis.skipped), (

@@ -8,7 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from analyzer import analyze
+from mcp_blackbox.analyzer import analyze
+
 from tests.analyzer.flows import error, exchange, result, rpc, sse, text_result, tool_call, write
 
 WRITE_TOOL = {"name": "write_record", "annotations": {"readOnlyHint": False, "destructiveHint": True}}

@@ -6,8 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from analyzer import analyze
+from mcp_blackbox.analyzer import analyze
 
 SAMPLES = Path(__file__).resolve().parents[2] / "sample_captures"
 
@@ -162,7 +161,7 @@ def test_plain_capture_says_what_it_lacks() -> None:
 
 
 def test_library_entry_point_gives_a_dataframe() -> None:
-    from analyzer.call_record import COLUMNS
+    from mcp_blackbox.analyzer.call_record import COLUMNS
 
     analysis = analyze([SAMPLES / "ts-protocol-faults.flows", SAMPLES / "py-2026-stateless.flows"])
     frame = analysis.calls_frame

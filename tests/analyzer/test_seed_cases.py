@@ -177,7 +177,7 @@ def recording(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Recording]:
 
 @pytest.fixture(scope="module")
 def analysis(recording: Recording) -> Any:
-    from analyzer import analyze  # the contract: analyzer.analyze(paths) -> Analysis
+    from mcp_blackbox.analyzer import analyze  # the contract: analyzer.analyze(paths) -> Analysis
 
     return analyze([recording.flow_file])
 

@@ -13,7 +13,7 @@ A benchmark, not a test: it prints numbers and PASS/MISS lines and exits 0 eithe
    imports, over the same file (read once beforehand, so both find it in the page cache):
    - ``read``: ``mitmproxy.io.FlowReader(f).stream()``, every flow consumed, nothing else: the
      floor any analysis that goes through mitmproxy's Flow objects pays;
-   - ``analyze``: ``analyzer.analyze([path])`` then ``analyzer.export.write_json(result, fp)`` into
+   - ``analyze``: ``analyze([path])`` then ``export.write_json(result, fp)`` (mcp_blackbox.analyzer) into
      a temp file: what ``mcp-blackbox export --format json`` does.
    Each phase times its own work (imports excluded, reported apart) and reports its peak RSS:
    ``VmHWM`` from /proc/self/status, which execve resets, so the figure is the phase's (imports
@@ -74,17 +74,17 @@ def phase_analyze(path: Path) -> dict[str, Any]:
     began = time.perf_counter()
     sys.path.insert(0, str(REPO))
     try:
-        import analyzer
-        import analyzer.export
+        import mcp_blackbox.analyzer
+        import mcp_blackbox.analyzer.export
     except Exception as e:  # the analyzer may not exist yet, or not build
         return {"error": f"analyzer not importable: {type(e).__name__}: {e}"}
     imported = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="bench-analyzer-") as tmp:
         out = Path(tmp) / "calls.json"
-        result = analyzer.analyze([path])
+        result = mcp_blackbox.analyzer.analyze([path])
         analyzed = time.perf_counter()
         with out.open("w", encoding="utf-8") as fp:
-            analyzer.export.write_json(result, fp)
+            mcp_blackbox.analyzer.export.write_json(result, fp)
         done = time.perf_counter()
         json_bytes = out.stat().st_size
     skipped = getattr(result, "skipped", None)

@@ -19,19 +19,19 @@ from pathlib import Path
 from typing import Any
 
 from hypothesis import strategies as st
+from mcp_blackbox.addon.mcp_recorder import METADATA_KEY, McpRecorder, is_event_stream, stream_end_reason
+from mcp_blackbox.analyzer import cli
+from mcp_blackbox.analyzer.analysis import Analysis, analyze
+from mcp_blackbox.analyzer.classify import LAYER
+from mcp_blackbox.analyzer.export import write_csv, write_json
+from mcp_blackbox.analyzer.extract import extract_messages
+from mcp_blackbox.analyzer.load import LoadReport, read_exchanges
+from mcp_blackbox.analyzer.report import build_report, render_report, script_json, write_report
 from mitmproxy import flow as mflow
 from mitmproxy import http
 from mitmproxy import io as flow_io
 from mitmproxy.test import taddons
 
-from addon.mcp_recorder import METADATA_KEY, McpRecorder, is_event_stream, stream_end_reason
-from analyzer import cli
-from analyzer.analysis import Analysis, analyze
-from analyzer.classify import LAYER
-from analyzer.export import write_csv, write_json
-from analyzer.extract import extract_messages
-from analyzer.load import LoadReport, read_exchanges
-from analyzer.report import build_report, render_report, script_json, write_report
 from tests.fuzz import strategies
 from tests.fuzz.strategies import describe_flow
 

@@ -12,21 +12,21 @@ import json
 from pathlib import Path
 
 import pytest
+from mcp_blackbox.addon.mcp_recorder import METADATA_KEY, McpRecorder
+from mcp_blackbox.addon.sse_framing import split_sse
+from mcp_blackbox.addon.stream_tap import StreamTap
+from mcp_blackbox.analyzer import analyze
+from mcp_blackbox.analyzer.export import write_csv, write_json
+from mcp_blackbox.analyzer.extract import decode_body
+from mcp_blackbox.analyzer.redact import redact_text, redact_url
+from mcp_blackbox.analyzer.report import build_report, write_report
+from mcp_blackbox.analyzer.schema_check import schema_problems
+from mcp_blackbox.analyzer.slim import reads_like_error
+from mcp_blackbox.analyzer.tnetstring_reader import READ_PIECE, read_record
 from mitmproxy.http import Headers, HTTPFlow
 from mitmproxy.io import tnetstring
 from mitmproxy.test import tflow, tutils
 
-from addon.mcp_recorder import METADATA_KEY, McpRecorder
-from addon.sse_framing import split_sse
-from addon.stream_tap import StreamTap
-from analyzer import analyze
-from analyzer.export import write_csv, write_json
-from analyzer.extract import decode_body
-from analyzer.redact import redact_text, redact_url
-from analyzer.report import build_report, write_report
-from analyzer.schema_check import schema_problems
-from analyzer.slim import reads_like_error
-from analyzer.tnetstring_reader import READ_PIECE, read_record
 from tests.analyzer.flows import exchange, result, rpc, text_result, tool_call, write
 from tests.fuzz import properties
 

@@ -1,0 +1,236 @@
+"""The words mcp-blackbox judges with: outcomes, layers, flags, retry origins, confidences, safety.
+
+Each name is spelled here and nowhere else. The analyzer, the addon's live line, the CLI
+(``summary``, ``check``), the export and the report's template and script all take them from
+this module; the page receives them as data (``vocabulary_data``). A test fails if another
+module spells a list of its own. docs/ARCHITECTURE.md, "Vocabulary", says what each means.
+
+Every enum is a ``StrEnum``: a member *is* its string, so records, JSON and CSV carry plain
+names and compare equal to them.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+
+class Layer(StrEnum):
+    """Where a call failed (or, for a success, the layer its answer came from)."""
+
+    TRANSPORT = "transport"
+    PROTOCOL = "protocol"
+    INTERACTION = "interaction"
+    APPLICATION = "application"
+
+
+class Outcome(StrEnum):
+    """One per call; the first that applies wins (analyzer/classify.py)."""
+
+    NO_RESPONSE = "NO_RESPONSE"
+    HTTP_ERROR = "HTTP_ERROR"
+    STREAM_INCOMPLETE = "STREAM_INCOMPLETE"
+    MALFORMED_JSON = "MALFORMED_JSON"
+    INVALID_ENVELOPE = "INVALID_ENVELOPE"
+    JSONRPC_ERROR = "JSONRPC_ERROR"
+    INVALID_TOOL_RESULT = "INVALID_TOOL_RESULT"
+    INPUT_REQUIRED = "INPUT_REQUIRED"
+    CANCELLED = "CANCELLED"
+    TOOL_ERROR = "TOOL_ERROR"
+    TOOL_SUCCESS = "TOOL_SUCCESS"
+    SUCCESS = "SUCCESS"
+    ACCEPTED = "ACCEPTED"
+
+    @property
+    def layer(self) -> Layer:
+        return _OUTCOME_FACTS[self][0]
+
+    @property
+    def is_failure(self) -> bool:
+        """The one answer to "did this call fail?"."""
+        return self not in NOT_FAILURES
+
+    @property
+    def colour(self) -> str:
+        return _OUTCOME_FACTS[self][1]
+
+    @property
+    def description(self) -> str:
+        return _OUTCOME_FACTS[self][2]
+
+
+# layer, colour (the report's bars, pills and legend), what it means
+_OUTCOME_FACTS: dict[Outcome, tuple[Layer, str, str]] = {
+    Outcome.NO_RESPONSE: (
+        Layer.TRANSPORT, "#d92d20", "The request went out; no HTTP response came (refused, reset, timed out)."
+    ),
+    Outcome.HTTP_ERROR: (
+        Layer.TRANSPORT, "#f04438", "A 4xx or 5xx without a JSON-RPC error in the body: 401, 404 (session gone), 429…"
+    ),
+    Outcome.STREAM_INCOMPLETE: (
+        Layer.TRANSPORT, "#b42318", "The SSE stream started (HTTP 200) and ended before the answer."
+    ),
+    Outcome.MALFORMED_JSON: (Layer.PROTOCOL, "#dc6803", "The answer is not JSON."),
+    Outcome.INVALID_ENVELOPE: (
+        Layer.PROTOCOL, "#f79009", "Not a valid JSON-RPC 2.0 response: wrong id, both or neither of result and error."
+    ),
+    Outcome.JSONRPC_ERROR: (
+        Layer.PROTOCOL, "#e04f16", "A JSON-RPC error object, whatever the HTTP status that carried it."
+    ),
+    Outcome.INVALID_TOOL_RESULT: (Layer.PROTOCOL, "#fdb022", "A tools/call result of the wrong shape."),
+    Outcome.INPUT_REQUIRED: (
+        Layer.INTERACTION, "#7a5af8", "The server asked for input: a round of the conversation, not a failure."
+    ),
+    Outcome.CANCELLED: (Layer.INTERACTION, "#9e77ed", "The client cancelled the request."),
+    Outcome.TOOL_ERROR: (Layer.APPLICATION, "#c11574", "The tool ran and reported a failure (isError: true)."),
+    Outcome.TOOL_SUCCESS: (Layer.APPLICATION, "#12b76a", "A tools/call completed."),
+    Outcome.SUCCESS: (Layer.APPLICATION, "#32d583", "Any other request completed."),
+    Outcome.ACCEPTED: (Layer.TRANSPORT, "#98a2b3", "A notification (or a client's answer), accepted with 202."),
+}  # fmt: skip
+
+# INPUT_REQUIRED is a round of an interaction, not an error; everything else not listed failed.
+NOT_FAILURES = frozenset({Outcome.SUCCESS, Outcome.TOOL_SUCCESS, Outcome.ACCEPTED, Outcome.INPUT_REQUIRED})
+# A failure after which the server may or may not have run the request.
+EFFECTS_UNKNOWN = frozenset({Outcome.NO_RESPONSE, Outcome.STREAM_INCOMPLETE, Outcome.CANCELLED})
+# The server answered, so it ran: a replay repeats the work, it does not recover it.
+ANSWERED_WRONGLY = frozenset({Outcome.MALFORMED_JSON, Outcome.INVALID_ENVELOPE, Outcome.INVALID_TOOL_RESULT})
+
+
+def is_failure(outcome: str) -> bool:
+    """For outcome names read back from an export (plain strings)."""
+    return outcome not in NOT_FAILURES
+
+
+class Flag(StrEnum):
+    """What the outcome alone hides; a call may have several."""
+
+    HTTP_STATUS_MISMATCH = "HTTP_STATUS_MISMATCH"
+    SUSPECT_SOFT_ERROR = "SUSPECT_SOFT_ERROR"
+    EMPTY_RESULT = "EMPTY_RESULT"
+    OUTPUT_SCHEMA_VIOLATION = "OUTPUT_SCHEMA_VIOLATION"
+    ORPHAN_RESPONSE = "ORPHAN_RESPONSE"
+    DUPLICATE_RESPONSE = "DUPLICATE_RESPONSE"
+    ID_REUSED = "ID_REUSED"
+    LATE_RESPONSE = "LATE_RESPONSE"
+    UNSAFE_RETRY = "UNSAFE_RETRY"
+    RETRY_AFTER_IGNORED = "RETRY_AFTER_IGNORED"
+
+    @property
+    def description(self) -> str:
+        return _FLAG_DESCRIPTIONS[self]
+
+
+_FLAG_DESCRIPTIONS: dict[Flag, str] = {
+    Flag.HTTP_STATUS_MISMATCH: "A JSON-RPC error carried by a 4xx, or a result carried by a non-2xx status.",
+    Flag.SUSPECT_SOFT_ERROR: "isError is false, but the content reads like an error.",
+    Flag.EMPTY_RESULT: "isError is false, and nothing was returned.",
+    Flag.OUTPUT_SCHEMA_VIOLATION: "structuredContent breaks the tool's outputSchema from tools/list.",
+    Flag.ORPHAN_RESPONSE: "A response that answers no request in the capture.",
+    Flag.DUPLICATE_RESPONSE: "More than one response to one request; the first counts.",
+    Flag.ID_REUSED: "A request id used again in the same scope.",
+    Flag.LATE_RESPONSE: "The answer arrived on a resumed GET stream.",
+    Flag.UNSAFE_RETRY: (
+        "A tool that is not read-only or idempotent was called again after a failure that may have run it."
+    ),
+    Flag.RETRY_AFTER_IGNORED: "Retried sooner than the 429's (or 503's) Retry-After asked.",
+}
+
+
+class RetryOrigin(StrEnum):
+    """Who (or what) made a repeated attempt."""
+
+    TRANSPORT_RESUME = "transport-resume"
+    AUTH_RETRY = "auth-retry"
+    SESSION_REINIT = "session-reinit"
+    PROTOCOL_FALLBACK = "protocol-fallback"
+    MRTR_ROUND = "mrtr-round"
+    APP_RETRY = "app-retry"
+    AGENT_RETRY = "agent-retry"
+    MANUAL = "manual"
+    PROXY = "proxy"
+    UNKNOWN = "unknown"
+
+    @property
+    def retries_a_failure(self) -> bool:
+        """Negotiation and MRTR rounds are linked like retries, but nothing failed."""
+        return self not in (RetryOrigin.PROTOCOL_FALLBACK, RetryOrigin.MRTR_ROUND)
+
+    @property
+    def description(self) -> str:
+        return _ORIGIN_DESCRIPTIONS[self]
+
+
+_ORIGIN_DESCRIPTIONS: dict[RetryOrigin, str] = {
+    RetryOrigin.TRANSPORT_RESUME: "The SDK resumed a broken stream (GET with Last-Event-ID); nothing ran twice.",
+    RetryOrigin.AUTH_RETRY: "The same request again after 401/403, with credentials added or changed.",
+    RetryOrigin.SESSION_REINIT: "After a 404 on the session, a fresh initialize and the request again.",
+    RetryOrigin.PROTOCOL_FALLBACK: "A refused modern probe (or Streamable HTTP), then initialize: negotiation.",
+    RetryOrigin.MRTR_ROUND: "input_required answered under a new id: a round, not a failure.",
+    RetryOrigin.APP_RETRY: "The application sent the failed request again.",
+    RetryOrigin.AGENT_RETRY: "After isError, the same tool again (the arguments may change).",
+    RetryOrigin.MANUAL: "After a long pause, or from another client identity: a person.",
+    RetryOrigin.PROXY: "A gateway's copy of the request (x-envoy-attempt-count, or a re-send within 0.5 s).",
+    RetryOrigin.UNKNOWN: "Linked, but nothing tells who re-sent it.",
+}
+
+
+class Confidence(StrEnum):
+    HIGH = "high"
+    MEDIUM = "medium"
+    LOW = "low"
+
+
+class Safety(StrEnum):
+    """A retry group's replay-safety verdict (the seed's retry decision table)."""
+
+    SAFE = "safe"
+    UNSAFE = "unsafe"
+    RESUMED = "resumed"
+    NOT_A_FAILURE_RETRY = "not-a-failure-retry"
+    RETRY_AFTER_IGNORED = "retry-after-ignored"
+    POINTLESS = "pointless"
+    DO_NOT_REPLAY = "do-not-replay"
+    DEPENDS_ON_TOOL = "depends-on-tool"
+
+    @property
+    def is_unsafe(self) -> bool:
+        return self is Safety.UNSAFE
+
+    @property
+    def description(self) -> str:
+        return _SAFETY_DESCRIPTIONS[self]
+
+
+_SAFETY_DESCRIPTIONS: dict[Safety, str] = {
+    Safety.SAFE: "Nothing in the capture says the replay was harmful.",
+    Safety.UNSAFE: "A tool that may have run was called again, and is not marked read-only or idempotent.",
+    Safety.RESUMED: "The stream was resumed, not re-executed.",
+    Safety.NOT_A_FAILURE_RETRY: "Negotiation or an input_required round: nothing failed.",
+    Safety.RETRY_AFTER_IGNORED: "Retried sooner than Retry-After asked.",
+    Safety.POINTLESS: "Retried unchanged after -32602 invalid params: it will fail again.",
+    Safety.DO_NOT_REPLAY: "Replayed after a malformed answer: the server answered, so it ran.",
+    Safety.DEPENDS_ON_TOOL: "The tool ran and reported an error; repeating it depends on what it does.",
+}
+
+
+def vocabulary_data() -> dict[str, Any]:
+    """Everything a page or a script needs to name, colour and explain what the analyzer says."""
+    return {
+        "outcomes": [
+            {
+                "name": o.value,
+                "layer": o.layer.value,
+                "failure": o.is_failure,
+                "colour": o.colour,
+                "description": o.description,
+            }
+            for o in Outcome
+        ],
+        "layers": [layer.value for layer in Layer],
+        "flags": [{"name": f.value, "description": f.description} for f in Flag],
+        "origins": [
+            {"name": o.value, "failure_retry": o.retries_a_failure, "description": o.description} for o in RetryOrigin
+        ],
+        "confidences": [c.value for c in Confidence],
+        "safety": [{"name": s.value, "unsafe": s.is_unsafe, "description": s.description} for s in Safety],
+    }
