@@ -1,8 +1,7 @@
-"""What the console says about one MCP exchange, and whether it failed.
+"""What the console says about one MCP exchange: its facts, and the analyzer's live verdict.
 
-A first look for the person watching mitmdump, not the analyzer's verdict: an
-exchange fails when the transport did (error, 4xx/5xx, a stream that ended
-early) or when a response in it carries a JSON-RPC error or ``isError``.
+Whether it failed is not judged here: ``analyzer.live`` applies the analyzer's own rules to
+the exchange (docs/ARCHITECTURE.md, "The live verdict").
 """
 
 from __future__ import annotations
@@ -14,10 +13,8 @@ from urllib.parse import parse_qsl
 from mcp_blackbox.addon.jsonrpc import (
     JsonObject,
     is_jsonrpc,
-    is_request,
     is_response,
     parse_messages,
-    response_failure,
     tool_name,
 )
 from mcp_blackbox.addon.mcp_detect import decoded_body, response_json_messages
@@ -38,10 +35,12 @@ class ExchangeView:
     content_type: str
     duration_ms: float | None
     events: int | None
-    failure: str | None
+    verdict: str | None  # "FAILED: ..." or "pending: ..." (LiveVerdict.text), None when all is well
 
 
-def describe(flow: http.HTTPFlow, tap: StreamTap | None, requests: list[JsonObject]) -> ExchangeView:
+def describe(
+    flow: http.HTTPFlow, tap: StreamTap | None, requests: list[JsonObject], verdict: str | None
+) -> ExchangeView:
     """``requests``: the JSON-RPC messages of the request body (``request_messages``)."""
     first = requests[0] if requests else {}
     response = flow.response
@@ -61,7 +60,7 @@ def describe(flow: http.HTTPFlow, tap: StreamTap | None, requests: list[JsonObje
         content_type=(response.headers.get("content-type", "") if response else "").split(";")[0],
         duration_ms=(end - flow.request.timestamp_start) * 1000 if end else None,
         events=sum(1 for e in events if not e.is_priming) if events is not None else None,
-        failure=_failure(flow, tap, requests, answers),
+        verdict=verdict,
     )
 
 
@@ -102,26 +101,6 @@ def _rpc_method(requests: list[JsonObject], answers: list[JsonObject]) -> str | 
     return None
 
 
-def _failure(
-    flow: http.HTTPFlow, tap: StreamTap | None, requests: list[JsonObject], answers: list[JsonObject]
-) -> str | None:
-    if flow.error is not None and flow.response is None:
-        return f"no response: {flow.error.msg}"
-    if tap is not None and tap.ended not in (None, "complete"):
-        return f"stream {tap.ended}" + (f": {tap.error}" if tap.error else "")
-    if flow.response is not None and flow.response.status_code >= 400:
-        return f"HTTP {flow.response.status_code}"
-    for answer in answers:
-        if is_response(answer) and (reason := response_failure(answer)):
-            return reason
-    if tap is not None and flow.request.method == "POST":
-        asked = {repr(m["id"]) for m in requests if is_request(m)}
-        answered = {repr(m.get("id")) for m in answers if is_response(m)}
-        if asked - answered:
-            return "stream ended without the final response"
-    return None
-
-
 def console_line(view: ExchangeView) -> str:
     clock = time.strftime("%H:%M:%S", time.localtime(view.started)) + f".{int(view.started % 1 * 1000):03d}"
     parts = [
@@ -139,6 +118,6 @@ def console_line(view: ExchangeView) -> str:
     parts.append(f"{view.duration_ms:.0f}ms" if view.duration_ms is not None else "?ms")
     if view.events is not None:
         parts.append(f"{view.events} events")
-    if view.failure:
-        parts.append(f"FAILED: {view.failure}")
+    if view.verdict:
+        parts.append(view.verdict)
     return " ".join(parts)

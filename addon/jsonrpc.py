@@ -1,7 +1,7 @@
 """Reading JSON-RPC 2.0 messages out of MCP bodies, leniently.
 
-Only what the recorder needs to name and judge an exchange on the console; the
-analyzer owns the full verdict.
+Only what the recorder needs to recognise MCP and name an exchange on the console;
+whether it failed is the analyzer's verdict (``analyzer.live``).
 """
 
 from __future__ import annotations
@@ -46,16 +46,4 @@ def tool_name(message: JsonObject) -> str | None:
     if message.get("method") == "tools/call" and isinstance(params, dict):
         name = params.get("name")
         return name if isinstance(name, str) else None
-    return None
-
-
-def response_failure(message: JsonObject) -> str | None:
-    """Why a response is a failure (JSON-RPC error or tool ``isError``), else None."""
-    error = message.get("error")
-    if error is not None:
-        code = error.get("code") if isinstance(error, dict) else None
-        return f"JSON-RPC error {code}"
-    result = message.get("result")
-    if isinstance(result, dict) and result.get("isError") is True:
-        return "tool isError"
     return None

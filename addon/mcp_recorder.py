@@ -42,6 +42,7 @@ if __package__ in (None, "") or __name__.startswith("__mitmproxy_script__"):
 from mcp_blackbox.addon.exchange_view import console_line, describe, recorded_events
 from mcp_blackbox.addon.mcp_detect import McpEndpoints, request_messages
 from mcp_blackbox.addon.stream_tap import StreamTap
+from mcp_blackbox.analyzer.live import judge_flow_state
 from mitmproxy import ctx, exceptions, flowfilter, http
 from mitmproxy.utils import human
 
@@ -181,13 +182,16 @@ class McpRecorder:
             reason = self._recognise_legacy_stream(flow)
         if reason is not None and (self.filter is None or self.filter(flow)):
             record["mcp"] = reason
-            view = describe(flow, tap, requests)
-            record["failure"] = view.failure
-            if view.failure:
+            # In the state before judging it: the verdict reads the stream record like the analyzer does.
+            flow.metadata[METADATA_KEY] = record
+            verdict = judge_flow_state(flow.get_state())
+            record["failure"] = verdict.reason if verdict.failed else None
+            record["pending"] = verdict.reason if verdict.pending else None
+            if verdict.failed:
                 flow.marked = flow.marked or FAILURE_MARKER
-                flow.comment = flow.comment or f"MCP: {view.failure}"
+                flow.comment = flow.comment or f"MCP: {verdict.reason}"
             if self.console:
-                print(console_line(view), flush=self.console_is_tty)
+                print(console_line(describe(flow, tap, requests, verdict.text)), flush=self.console_is_tty)
         if tap is not None or "mcp" in record:
             flow.metadata[METADATA_KEY] = record
 

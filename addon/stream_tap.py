@@ -10,7 +10,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from mcp_blackbox.addon.sse_framing import split_sse
@@ -19,7 +19,8 @@ from mcp_blackbox.addon.sse_framing import split_sse
 # the metadata without bound.
 MAX_CHUNK_RECORDS = 100_000
 
-Forward = Callable[[bytes], bytes | list[bytes]]
+# What mitmproxy accepts from a stream callable: bytes, or any iterable of bytes (a generator too).
+Forward = Callable[[bytes], bytes | Iterable[bytes]]
 
 
 class StreamTap:
@@ -47,18 +48,42 @@ class StreamTap:
         self.failures = 0
 
     def __call__(self, chunk: bytes) -> bytes | list[bytes]:
-        forwarded: bytes | list[bytes] = chunk
-        if self.upstream is not None:
-            try:
-                forwarded = self.upstream(chunk)
-            except Exception:  # the callable before us failed: the chunk goes on as it came, and is recorded
-                self.failures += 1
+        forwarded = self._call_upstream(chunk)
         try:
             for piece in [forwarded] if isinstance(forwarded, bytes) else forwarded:
                 self._record(piece)
         except Exception:  # whatever happens, the bytes must flow
             self.failures += 1
         return forwarded
+
+    def _call_upstream(self, chunk: bytes) -> bytes | list[bytes]:
+        """What the callable before us makes of the chunk, read exactly once.
+
+        An iterable it returns may be a generator: reading it to record the
+        pieces would leave nothing for mitmproxy, so the pieces are kept in a
+        list that is both recorded and forwarded.
+        """
+        if self.upstream is None:
+            return chunk
+        try:
+            returned = self.upstream(chunk)
+        except Exception:  # the callable before us failed: the chunk goes on as it came, and is recorded
+            self.failures += 1
+            return chunk
+        if isinstance(returned, bytes):
+            return returned  # b"" must stay bytes: at the end mitmproxy reads it as "nothing more"
+        pieces: list[bytes] = []
+        try:
+            for piece in returned:
+                pieces.append(piece)
+        except Exception:
+            self.failures += 1
+            # Pieces it already produced may be its rewrite of this chunk: they go on alone, since adding the
+            # chunk would send its bytes twice. If it failed before producing any, that is the same as the
+            # call failing (a generator's body only runs when read), so the chunk goes on as it came.
+            if not pieces:
+                return chunk
+        return pieces
 
     def _record(self, piece: bytes) -> None:
         if not piece:

@@ -17,6 +17,7 @@ from mcp_blackbox.analyzer.load import LoadReport, read_exchanges
 from mcp_blackbox.analyzer.pair import legacy_session_of_endpoint, pair_messages, scope_of
 from mcp_blackbox.analyzer.records import Call, Exchange, Message
 from mcp_blackbox.analyzer.retries import RetryGroup, find_retries
+from mcp_blackbox.analyzer.vocabulary import Flag, Outcome
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -140,8 +141,8 @@ def _orphan_call(message: Message) -> Call:
     scope = message.exchange.scope
     call = Call(request=message, scope=scope)
     call.add_exchange(message.exchange)
-    call.outcome, call.layer = "INVALID_ENVELOPE", "protocol"
-    call.flags = ("ORPHAN_RESPONSE",)
+    call.outcome, call.layer = Outcome.INVALID_ENVELOPE, Outcome.INVALID_ENVELOPE.layer
+    call.flags = (Flag.ORPHAN_RESPONSE,)
     call.evidence = (f"a response with id {message.id!r} answers no request in {scope}",)
     return call
 

@@ -12,25 +12,12 @@ import textwrap
 from collections.abc import Iterable
 from typing import Any
 
-from mcp_blackbox.analyzer.classify import LAYER
+from mcp_blackbox.analyzer.vocabulary import Flag, Layer, Outcome, is_failure
 
-OUTCOMES = tuple(LAYER)
-LAYERS = tuple(dict.fromkeys(LAYER.values()))
-FLAGS = (
-    "HTTP_STATUS_MISMATCH",
-    "SUSPECT_SOFT_ERROR",
-    "EMPTY_RESULT",
-    "OUTPUT_SCHEMA_VIOLATION",
-    "ORPHAN_RESPONSE",
-    "DUPLICATE_RESPONSE",
-    "ID_REUSED",
-    "LATE_RESPONSE",
-    "UNSAFE_RETRY",
-    "RETRY_AFTER_IGNORED",
-)
-# Outcomes that are not failures: INPUT_REQUIRED is a round of an interaction, not an error.
-OK_OUTCOMES = frozenset({"SUCCESS", "TOOL_SUCCESS", "ACCEPTED", "INPUT_REQUIRED"})
-DEFAULT_FAIL_ON = (*(o for o in OUTCOMES if o not in OK_OUTCOMES), "UNSAFE_RETRY")
+OUTCOMES = tuple(Outcome)
+LAYERS = tuple(Layer)
+FLAGS = tuple(Flag)
+DEFAULT_FAIL_ON = (*(o for o in Outcome if o.is_failure), Flag.UNSAFE_RETRY)
 
 
 def canonical_name(name: str) -> str:
@@ -69,7 +56,7 @@ def matching_calls(calls: Iterable[dict[str, Any]], fail_on: Iterable[str]) -> l
         for call in calls
         if call["outcome"] in outcomes
         or not flags.isdisjoint(call["flags"])
-        or (call["layer"] in layers and call["outcome"] not in OK_OUTCOMES)
+        or (call["layer"] in layers and is_failure(call["outcome"]))
     ]
 
 

@@ -13,24 +13,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mcp_blackbox.analyzer.records import C2S, Call, Exchange, Message
-from mcp_blackbox.analyzer.schema_check import schema_problems
+from mcp_blackbox.analyzer.schema_check import SchemaCheck, check_structured_content
 from mcp_blackbox.analyzer.slim import MISSING, OMITTED, ResultShape, interned, json_kind
+from mcp_blackbox.analyzer.vocabulary import Flag, Layer, Outcome
 
-LAYER = {
-    "NO_RESPONSE": "transport",
-    "HTTP_ERROR": "transport",
-    "STREAM_INCOMPLETE": "transport",
-    "ACCEPTED": "transport",
-    "MALFORMED_JSON": "protocol",
-    "INVALID_ENVELOPE": "protocol",
-    "JSONRPC_ERROR": "protocol",
-    "INVALID_TOOL_RESULT": "protocol",
-    "INPUT_REQUIRED": "interaction",
-    "CANCELLED": "interaction",
-    "TOOL_ERROR": "application",
-    "TOOL_SUCCESS": "application",
-    "SUCCESS": "application",
-}
 MODERN = "2026-07-28"
 
 
@@ -45,15 +31,15 @@ class CaptureFacts:
 
 @dataclass
 class Verdict:
-    outcome: str
+    outcome: Outcome
     evidence: list[str]
-    flags: list[str] = field(default_factory=list)
+    flags: list[Flag] = field(default_factory=list)
     error_code: int | None = None
     error_message: str | None = None
 
     @property
-    def layer(self) -> str:
-        return LAYER[self.outcome]
+    def layer(self) -> Layer:
+        return self.outcome.layer
 
 
 def apply_verdict(call: Call, facts: CaptureFacts) -> None:
@@ -80,7 +66,7 @@ def classify_call(call: Call, facts: CaptureFacts) -> Verdict:
     # Transport: an HTTP answer, and a finished one.
     if exchange.status is None and not call.responses:
         evidence.append(f"no HTTP response: {exchange.error or 'the capture ends before one'}")
-        return Verdict("NO_RESPONSE", evidence)
+        return Verdict(Outcome.NO_RESPONSE, evidence)
     if exchange.status is not None:
         evidence.append(f"HTTP {exchange.status}")
         if exchange.content_type:
@@ -96,32 +82,32 @@ def classify_call(call: Call, facts: CaptureFacts) -> Verdict:
     if answer.kind == "invalid":
         if answer.problem and answer.problem.startswith("not JSON"):
             evidence.append(f"response is {answer.problem}")
-            return Verdict("MALFORMED_JSON", evidence, flags)
+            return Verdict(Outcome.MALFORMED_JSON, evidence, flags)
         evidence.append(f"invalid JSON-RPC response: {answer.problem}")
-        return Verdict("INVALID_ENVELOPE", evidence, flags)
+        return Verdict(Outcome.INVALID_ENVELOPE, evidence, flags)
     if answer.error is not None:
         code, message = answer.error
         evidence.append(f"JSON-RPC error {code}: {message}")
-        return Verdict("JSONRPC_ERROR", evidence, flags, code, message)
+        return Verdict(Outcome.JSONRPC_ERROR, evidence, flags, code, message)
     assert answer.shape is not None  # a result
     if call.method == "tools/call":
         return _classify_tool_result(call, answer.shape, facts, evidence, flags)
     if answer.shape.result_type == "input_required":
         evidence.append('resultType "input_required": another round follows')
-        return Verdict("INPUT_REQUIRED", evidence, flags)
+        return Verdict(Outcome.INPUT_REQUIRED, evidence, flags)
     evidence.append("result")
-    return Verdict("SUCCESS", evidence, flags)
+    return Verdict(Outcome.SUCCESS, evidence, flags)
 
 
 def _classify_notification(exchange: Exchange, evidence: list[str]) -> Verdict:
     if exchange.status is None:
         evidence.append(f"no HTTP response: {exchange.error or 'the capture ends before one'}")
-        return Verdict("NO_RESPONSE", evidence)
+        return Verdict(Outcome.NO_RESPONSE, evidence)
     evidence.append(f"HTTP {exchange.status}")
     if 200 <= exchange.status < 300:
         evidence.append("notification accepted")
-        return Verdict("ACCEPTED", evidence)
-    return Verdict("HTTP_ERROR", evidence)
+        return Verdict(Outcome.ACCEPTED, evidence)
+    return Verdict(Outcome.HTTP_ERROR, evidence)
 
 
 def _classify_http_error(call: Call, status: int, evidence: list[str]) -> Verdict:
@@ -130,15 +116,15 @@ def _classify_http_error(call: Call, status: int, evidence: list[str]) -> Verdic
     if errors:
         code, message = errors[0]
         evidence.append(f"JSON-RPC error {code}: {message}")
-        flags = ["HTTP_STATUS_MISMATCH"] if 400 <= status < 500 else []
-        return Verdict("JSONRPC_ERROR", evidence, flags, code, message)
+        flags = [Flag.HTTP_STATUS_MISMATCH] if 400 <= status < 500 else []
+        return Verdict(Outcome.JSONRPC_ERROR, evidence, flags, code, message)
     flags = []
     if any(m.kind == "result" for m in on_exchange):
         evidence.append(f"body holds a JSON-RPC result, but HTTP {status} failed the exchange")
-        flags.append("HTTP_STATUS_MISMATCH")
+        flags.append(Flag.HTTP_STATUS_MISMATCH)
     else:
         evidence.append("body is not a JSON-RPC error")
-    return Verdict("HTTP_ERROR", evidence, flags)
+    return Verdict(Outcome.HTTP_ERROR, evidence, flags)
 
 
 def _final_answer(call: Call, evidence: list[str]) -> Message | None:
@@ -146,7 +132,7 @@ def _final_answer(call: Call, evidence: list[str]) -> Message | None:
     if not answers:
         return None
     if len(answers) > 1:
-        call.flags.append("DUPLICATE_RESPONSE")
+        call.flags.append(Flag.DUPLICATE_RESPONSE)
         evidence.append(f"{len(answers)} responses to one request; the first counts")
     return answers[0]
 
@@ -158,7 +144,7 @@ def _answer_flags(call: Call, answer: Message, evidence: list[str]) -> list[str]
     resumed = carrier.request_headers.get("last-event-id")
     if carrier.method == "GET" and resumed is not None:
         evidence.append(f"answer arrived on a resumed GET (Last-Event-ID {resumed})")
-        return ["LATE_RESPONSE"]
+        return [Flag.LATE_RESPONSE]
     evidence.append(f"answer arrived on {carrier.method} {carrier.path}")
     return []
 
@@ -168,7 +154,7 @@ def _classify_unanswered(call: Call, facts: CaptureFacts, evidence: list[str]) -
     if call.stray:
         stray = call.stray[0]
         evidence.append(f"response id {stray.id!r} does not match request id {call.request.id!r}")
-        return Verdict("INVALID_ENVELOPE", evidence)
+        return Verdict(Outcome.INVALID_ENVELOPE, evidence)
     cancelled = next((n for n in call.notifications if n.direction == C2S), None)
     if exchange.is_event_stream:
         events = sum(1 for n in call.notifications if n.exchange is exchange)
@@ -187,16 +173,16 @@ def _classify_unanswered(call: Call, facts: CaptureFacts, evidence: list[str]) -
         evidence.append("no JSON-RPC response in the body")
     if cancelled is not None:
         evidence.append("the client sent notifications/cancelled")
-        return Verdict("CANCELLED", evidence)
+        return Verdict(Outcome.CANCELLED, evidence)
     if protocol_version(call, facts) == MODERN and exchange.is_event_stream:
         evidence.append("2026-07-28: a closed stream cancels the request (cancellation or loss)")
     elif exchange.is_event_stream:
         evidence.append("not resumed later in the capture")
     if exchange.is_event_stream:
-        return Verdict("STREAM_INCOMPLETE", evidence)
+        return Verdict(Outcome.STREAM_INCOMPLETE, evidence)
     if exchange.status == 202:
-        return Verdict("NO_RESPONSE", evidence)
-    return Verdict("MALFORMED_JSON", evidence)
+        return Verdict(Outcome.NO_RESPONSE, evidence)
+    return Verdict(Outcome.MALFORMED_JSON, evidence)
 
 
 def _classify_tool_result(
@@ -204,30 +190,30 @@ def _classify_tool_result(
 ) -> Verdict:
     if result.kind != "object":
         evidence.append(f"tools/call result is not an object but {json_article(result.kind)}")
-        return Verdict("INVALID_TOOL_RESULT", evidence, flags)
+        return Verdict(Outcome.INVALID_TOOL_RESULT, evidence, flags)
     # 2026-07-28: clients MUST treat an absent resultType as "complete".
     result_type = "complete" if result.result_type is MISSING else result.result_type
     if result_type == "input_required":
         evidence.append('resultType "input_required": another round follows')
-        return Verdict("INPUT_REQUIRED", evidence, flags)
+        return Verdict(Outcome.INPUT_REQUIRED, evidence, flags)
     if result_type != "complete":
         evidence.append(f"unknown resultType {result_type!r}")
-        return Verdict("INVALID_TOOL_RESULT", evidence, flags)
+        return Verdict(Outcome.INVALID_TOOL_RESULT, evidence, flags)
     if result.content != "array":
         what = "missing" if result.content is MISSING else json_article(json_kind(result.content))
         evidence.append(f"content is {what}, not an array")
-        return Verdict("INVALID_TOOL_RESULT", evidence, flags)
+        return Verdict(Outcome.INVALID_TOOL_RESULT, evidence, flags)
     is_error = False if result.is_error is MISSING else result.is_error
     if not isinstance(is_error, bool):
         evidence.append(f"isError is {json_article(json_kind(is_error))}, not a boolean")
-        return Verdict("INVALID_TOOL_RESULT", evidence, flags)
+        return Verdict(Outcome.INVALID_TOOL_RESULT, evidence, flags)
     if is_error:
         evidence.append("isError: true")
-        return Verdict("TOOL_ERROR", evidence, flags, error_message=result.first_text)
+        return Verdict(Outcome.TOOL_ERROR, evidence, flags, error_message=result.first_text)
     flags = [*flags, *_success_flags(call, result, facts, evidence)]
     complete = "tool result complete" + ("" if result.result_type is not MISSING else " (no resultType: complete)")
     evidence.append(complete)
-    return Verdict("TOOL_SUCCESS", evidence, flags)
+    return Verdict(Outcome.TOOL_SUCCESS, evidence, flags)
 
 
 def json_article(kind: str) -> str:
@@ -238,17 +224,21 @@ def _success_flags(call: Call, result: ResultShape, facts: CaptureFacts, evidenc
     flags = []
     if result.content_count == 0 and result.structured is MISSING:
         evidence.append("isError false, but nothing returned")
-        flags.append("EMPTY_RESULT")
+        flags.append(Flag.EMPTY_RESULT)
     if result.reads_like_error:
         evidence.append(f"isError false, but the content reads like an error: {(result.first_text or '')[:80]!r}")
-        flags.append("SUSPECT_SOFT_ERROR")
+        flags.append(Flag.SUSPECT_SOFT_ERROR)
     schema = (facts.tools.get(call.tool or "") or {}).get("outputSchema")
     if isinstance(schema, dict) and result.structured is OMITTED:
         evidence.append("structuredContent too large to check against the outputSchema")
     elif isinstance(schema, dict):
-        structured = result.structured
-        problems = ["no structuredContent"] if structured is MISSING else schema_problems(structured, schema)
-        if problems:
-            evidence.append(f"structuredContent breaks the tool's outputSchema: {'; '.join(problems)}")
-            flags.append("OUTPUT_SCHEMA_VIOLATION")
+        if result.structured is MISSING:
+            check = SchemaCheck(problems=("no structuredContent",))
+        else:
+            check = check_structured_content(result.structured, schema)
+        if check.problems:
+            evidence.append(f"structuredContent breaks the tool's outputSchema: {'; '.join(check.problems)}")
+            flags.append(Flag.OUTPUT_SCHEMA_VIOLATION)
+        if check.unchecked is not None:
+            evidence.append(f"structuredContent not checked against the outputSchema: {check.unchecked}")
     return flags

@@ -17,7 +17,6 @@ from mcp_blackbox.analyzer import progress
 from mcp_blackbox.analyzer.analysis import Analysis, analyze
 from mcp_blackbox.analyzer.check import (
     DEFAULT_FAIL_ON,
-    OK_OUTCOMES,
     call_line,
     matching_calls,
     parse_fail_on,
@@ -26,6 +25,7 @@ from mcp_blackbox.analyzer.check import (
 from mcp_blackbox.analyzer.export import write_csv, write_json
 from mcp_blackbox.analyzer.load import LoadReport
 from mcp_blackbox.analyzer.summary_text import summary_text
+from mcp_blackbox.analyzer.vocabulary import NOT_FAILURES
 
 
 def mitmdump_executable() -> str:
@@ -153,7 +153,7 @@ def run_report(args: argparse.Namespace) -> int:
     meta = data["meta"]
     print(
         f"{args.output}: {meta['calls']} calls, {meta['retry_groups']} retry chains, "
-        f"{meta['unsafe']} unsafe replays" + ("" if meta["redacted"] else "; secrets NOT redacted")
+        f"{meta['unsafe_replays']} unsafe replays" + ("" if meta["redacted"] else "; secrets NOT redacted")
     )
     return 0
 
@@ -242,7 +242,7 @@ def build_parser() -> argparse.ArgumentParser:
     summary.add_argument("captures", nargs="+", metavar="CAPTURE")
     summary.set_defaults(run=run_summary)
 
-    *successes, last = sorted(OK_OUTCOMES)
+    *successes, last = sorted(NOT_FAILURES)
     check = commands.add_parser(
         "check",
         help="CI gate: exit 1 and list the calls with the outcomes, flags or layers named",

@@ -11,6 +11,7 @@ and the reason, after every flow before that point has been read.
 from __future__ import annotations
 
 import io
+import json
 import math
 import os
 import sys
@@ -103,7 +104,7 @@ def _read_file(
             index += 1
             continue
         report.flows_read += 1
-        exchange = _exchange_from_state(state, source, index, report, keep_all)
+        exchange = exchange_from_state(state, source, index, report, keep_all)
         index += 1
         if exchange is not None:
             yield exchange
@@ -118,23 +119,94 @@ def _decode_flow(record: bytes) -> Any:
 
 
 def _read_har(handle: io.BufferedReader, source: str, report: LoadReport, keep_all: bool) -> Iterator[Exchange]:
-    """HAR files, through mitmproxy's own importer (it has no timing per SSE event)."""
-    from mitmproxy import exceptions
-    from mitmproxy.io import FlowReader
+    """HAR files, entry by entry through mitmproxy's converter (a HAR has no timing per SSE event).
 
-    index = 0
+    mitmproxy's own HAR reader stops at the first bad entry and loses the rest; here each entry is
+    one flow read, converted or skipped with its index (counted from 0, as ``index`` in ``skipped``).
+    """
+    from mitmproxy.io.har import request_to_flow
+
+    bom = 3 if handle.peek(3).startswith(b"\xef\xbb\xbf") else 0
     try:
-        for flow in FlowReader(handle).stream():
-            report.flows_read += 1
-            exchange = _exchange_from_state(flow.get_state(), source, index, report, keep_all)
-            index += 1
-            if exchange is not None:
-                yield exchange
-    except exceptions.FlowReadException as e:
-        report.problem(source, f"JSON but not a readable HAR file: {e}", flows_read=index)
+        document = json.load(handle)
+    except json.JSONDecodeError as e:
+        # A byte offset, as for flow files (the CLI adds "at byte N"): json counts characters after the BOM.
+        offset = bom + len(e.doc[: e.pos].encode("utf-8", "surrogatepass"))
+        detail = f"{e.msg.removesuffix(' at').removesuffix(' starting')}, line {e.lineno} column {e.colno}"
+        # At the end of the text, or in a string never closed (a raw line break in one is a different error).
+        if not e.doc[e.pos :].strip() or e.msg.startswith("Unterminated string"):
+            report.problem(source, f"HAR file truncated: the JSON ends early ({detail})", offset=offset)
+        else:
+            report.problem(source, f"HAR file is invalid JSON ({detail})", offset=offset)
+        return
+    except UnicodeDecodeError as e:
+        report.problem(source, f"HAR file is not UTF-8 text ({e.reason})", offset=bom + e.start)
+        return
+    except RecursionError:
+        report.problem(source, "HAR file is not readable: JSON nested deeper than Python's parser goes")
+        return
+    missing = _not_har(document)
+    if missing:
+        report.problem(source, f"JSON but not a HAR file: {missing}")
+        return
+    if not document["log"]["entries"]:
+        # As for an empty flow file: a capture with nothing in it is worth saying, not a silent 0.
+        report.problem(source, "empty HAR file: no entries in it")
+        return
+    for index, entry in enumerate(document["log"]["entries"]):
+        report.flows_read += 1
+        if not isinstance(entry, dict):
+            report.skip(source, index, None, f"HAR entry {index} is a JSON {_json_type(entry)}, not an object")
+            continue
+        # The converter fails in many ways on bad input (KeyError, ValueError, TypeError, OptionsError,
+        # binascii.Error...): whatever it raises, one entry must not cost the entries after it.
+        try:
+            flow = request_to_flow(entry)
+            state = flow.get_state()
+        except Exception as e:
+            report.skip(source, index, None, f"HAR entry {index} not readable: {_har_error(e)}")
+            continue
+        exchange = exchange_from_state(state, source, index, report, keep_all)
+        if exchange is not None:
+            yield exchange
 
 
-def _exchange_from_state(state: Any, source: str, index: int, report: LoadReport, keep_all: bool) -> Exchange | None:
+def _not_har(document: Any) -> str | None:
+    """What a HAR needs and this JSON lacks, or None."""
+    if not isinstance(document, dict):
+        return f"the top level is a JSON {_json_type(document)}, not an object"
+    if "log" not in document:
+        return 'no "log" object at the top level'
+    log = document["log"]
+    if not isinstance(log, dict):
+        return f'"log" is a JSON {_json_type(log)}, not an object'
+    if "entries" not in log:
+        return 'no "entries" list in "log"'
+    entries = log["entries"]
+    if not isinstance(entries, list):
+        return f'"log.entries" is a JSON {_json_type(entries)}, not a list'
+    return None
+
+
+def _json_type(value: Any) -> str:
+    names = {dict: "object", list: "array", str: "string", bool: "boolean", int: "number", float: "number"}
+    return "null" if value is None else names.get(type(value), type(value).__name__)
+
+
+def _har_error(e: Exception) -> str:
+    if isinstance(e, KeyError):  # its message is only the key's repr
+        return f"missing field {e}"
+    kind = type(e)
+    # "Error" alone (binascii's) says nothing: name the module of any exception that is not a builtin.
+    name = kind.__qualname__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
+    return f"{name}: {e}"
+
+
+def exchange_from_state(
+    state: Any, source: str, index: int, report: LoadReport, keep_all: bool
+) -> Exchange | None:
+    """One flow's state (as a flow file or `flow.get_state()` holds it) as an Exchange; None, with the
+    reason in ``report.skipped``, when it is not an HTTP flow this analyzer reads."""
     if not isinstance(state, dict):
         report.skip(source, index, None, "record is not a flow")
         return None

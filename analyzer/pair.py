@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from urllib.parse import parse_qsl
 
 from mcp_blackbox.analyzer.records import C2S, S2C, Call, Exchange, Message
+from mcp_blackbox.analyzer.vocabulary import Flag
 
 PROGRESS = "notifications/progress"
 CANCELLED = "notifications/cancelled"
@@ -64,7 +65,7 @@ def pair_messages(messages: list[Message]) -> Pairing:
             if message.kind == "request":
                 key = (scope, message.direction, message.key_id)
                 if key in by_key:
-                    call.flags.append("ID_REUSED")  # type: ignore[union-attr]
+                    call.flags.append(Flag.ID_REUSED)  # type: ignore[union-attr]
                     call.evidence.append(  # type: ignore[union-attr]
                         f"id {message.id!r} was used before in {scope}"
                     )

@@ -12,6 +12,7 @@ from typing import Any
 from urllib.parse import parse_qsl
 
 from mcp_blackbox.analyzer.slim import RequestFacts, ResultShape, reference
+from mcp_blackbox.analyzer.vocabulary import Confidence, Flag, Layer, Outcome, RetryOrigin
 
 NO_QUERY: Mapping[str, str] = MappingProxyType({})
 
@@ -129,18 +130,18 @@ class Call:
     notifications: list[Message] | tuple[()] = ()  # progress, log, cancel
     stray: list[Message] | tuple[()] = ()  # answers on its exchange that name another id
     exchanges: list[Exchange] = field(default_factory=list)  # every HTTP exchange that carried a part
-    outcome: str = ""
-    layer: str = ""
+    outcome: Outcome | None = None  # None until judged
+    layer: Layer | None = None
     # Lists while the call is being judged, tuples once its verdict is in.
-    flags: list[str] | tuple[str, ...] = field(default_factory=list)
+    flags: list[Flag] | tuple[Flag, ...] = field(default_factory=list)
     evidence: list[str] | tuple[str, ...] = field(default_factory=list)
     error_code: int | None = None
     error_message: str | None = None
     number: int = 0  # position in the analysis, 1-based: the call's id is f"c{number}"
     retry_group: str | None = None
     attempt: int = 1
-    retry_origin: str | None = None
-    retry_confidence: str | None = None
+    retry_origin: RetryOrigin | None = None
+    retry_confidence: Confidence | None = None
 
     @property
     def method(self) -> str | None:

@@ -9,7 +9,9 @@ into the page as data and shown with ``textContent``.
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import hashlib
 import json
 import re
 import time
@@ -26,11 +28,11 @@ from mcp_blackbox.analyzer.extract import decode_body
 from mcp_blackbox.analyzer.load import LoadReport, read_exchanges
 from mcp_blackbox.analyzer.records import Call, Exchange
 from mcp_blackbox.analyzer.redact import redact_headers, redact_text, redact_url
+from mcp_blackbox.analyzer.vocabulary import Outcome, is_failure, vocabulary_data
 
 DETAIL_LIMIT = 3000  # calls whose bytes the report carries (failures and retries first)
 BODY_LIMIT = 16_384  # characters of one body shown
 TICK_LIMIT = 50  # SSE event ticks drawn per call
-OK = {"SUCCESS", "TOOL_SUCCESS", "ACCEPTED"}
 LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 COLUMNS = [
     "id", "lane", "method", "tool", "rpc_id", "outcome", "layer", "status", "flags", "t0", "dur",
@@ -61,6 +63,7 @@ def build_report(
         "ticks": {f"c{c.number}": ticks for c in calls if (ticks := _ticks(c, origin))},
         "groups": [g.record() for g in analysis.retry_groups],
         "details": details,
+        "vocabulary": vocabulary_data(),
     }
 
 
@@ -98,7 +101,7 @@ def _ticks(call: Call, origin: float) -> list[float]:
 
 def _worth_opening(calls: list[Call]) -> dict[str, Call]:
     """The calls whose bytes the page carries: every failure, flag and retry first, then the rest."""
-    ranked = sorted(calls, key=lambda c: (c.outcome in OK and not c.flags and not c.retry_group, c.number))
+    ranked = sorted(calls, key=lambda c: (not is_failure(c.outcome) and not c.flags and not c.retry_group, c.number))
     return {f"c{c.number}": c for c in ranked[:DETAIL_LIMIT]}
 
 
@@ -193,7 +196,7 @@ def _meta(analysis: Analysis, paths: list[str], origin: float, redact: bool) -> 
         "read_problems": [f"{p['source']}: {p['reason']}" for p in analysis.read_problems],
         "notes": analysis.notes,
         "retry_groups": len(groups),
-        "unsafe": sum(1 for g in groups if g.safety == "unsafe"),
+        "unsafe_replays": sum(1 for g in groups if g.safety.is_unsafe),
         "twice": sum(1 for g in groups if g.may_have_run_twice),
         "redacted": redact,
         "detail_limit": DETAIL_LIMIT,
@@ -220,7 +223,38 @@ def render_report(data: dict[str, Any]) -> str:
         undefined=jinja2.StrictUndefined,
     )
     env.filters["script_json"] = script_json
-    return env.get_template("report.html.j2").render(data=data, meta=data["meta"])
+    loader = env.loader
+    assert loader is not None
+    style = loader.get_source(env, "report.css")[0] + outcome_classes()
+    script = loader.get_source(env, "report.js")[0]
+    vocabulary = data["vocabulary"]
+    return env.get_template("report.html.j2").render(
+        data=data,
+        meta=data["meta"],
+        vocabulary=vocabulary,
+        failures={o["name"] for o in vocabulary["outcomes"] if o["failure"]},
+        style=style,
+        script=script,
+        csp=content_security_policy(style, script),
+    )
+
+
+def outcome_classes() -> str:
+    """A CSS class per outcome (``o-NAME``) in its colour: the legend's swatches."""
+    return "".join(f"\n.o-{outcome.value} {{ background:{outcome.colour}; }}" for outcome in Outcome) + "\n"
+
+
+def content_security_policy(style: str, script: str) -> str:
+    """Nothing from any network; only this page's own style and script, named by hash.
+
+    Inline markup that escaped the escaping (an ``onerror=``, a ``<script>``) matches no hash and
+    does not run. The data block is ``application/json``, which is never executed.
+    """
+
+    def digest(text: str) -> str:
+        return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode("utf-8")).digest()).decode("ascii") + "'"
+
+    return f"default-src 'none'; style-src {digest(style)}; script-src {digest(script)}; img-src data:"
 
 
 def write_report(

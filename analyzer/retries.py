@@ -17,42 +17,40 @@ from typing import Any
 
 from mcp_blackbox.analyzer.classify import CaptureFacts
 from mcp_blackbox.analyzer.records import C2S, Call
+from mcp_blackbox.analyzer.vocabulary import (
+    ANSWERED_WRONGLY,
+    EFFECTS_UNKNOWN,
+    Confidence,
+    Flag,
+    Outcome,
+    RetryOrigin,
+    Safety,
+    is_failure,
+)
 
 RETRY_WINDOW = 300.0  # seconds after a failure in which the same request counts as its retry
 MANUAL_GAP = 60.0  # a longer pause before a retry reads as a person, not a loop
 PROXY_GAP = 0.5  # gateways re-send within ~250 ms
 FALLBACK_GAP = 10.0  # a client falls back to an older protocol right after a refusal
 
-# A failure after which the server may or may not have run the tool.
-UNKNOWN_EFFECTS = {"NO_RESPONSE", "STREAM_INCOMPLETE", "CANCELLED"}
-# Outcomes a client has a reason to retry.
-RETRIED_AFTER = {
-    "NO_RESPONSE",
-    "HTTP_ERROR",
-    "STREAM_INCOMPLETE",
-    "CANCELLED",
-    "MALFORMED_JSON",
-    "INVALID_ENVELOPE",
-    "JSONRPC_ERROR",
-    "INVALID_TOOL_RESULT",
-    "TOOL_ERROR",
-}
 SDK_RECONNECT_DELAYS = {
     1.0: "the TypeScript and Python SDKs' first reconnection delay (1 s)",
     1.5: "the TypeScript SDK's second reconnection delay (1.5 s)",
 }
 BACKOFF_DELAYS = (1.0, 2.0, 4.0, 8.0)
 
+Origin = tuple[RetryOrigin, Confidence, list[str]]  # who repeated a request, how sure, and why
+
 
 @dataclass
 class RetryGroup:
     group_id: str
-    origin: str
-    confidence: str
+    origin: RetryOrigin
+    confidence: Confidence
     members: list[Call] = field(default_factory=list)
     evidence: list[str] = field(default_factory=list)
     is_failure_retry: bool = True  # False for negotiation, MRTR rounds and planned reconnects
-    safety: str = "safe"
+    safety: Safety = Safety.SAFE
     may_have_run_twice: bool = False
 
     def record(self) -> dict[str, Any]:
@@ -113,18 +111,18 @@ def find_retries(calls: list[Call], facts: CaptureFacts) -> list[RetryGroup]:
         previous, origin = _previous_attempt(call, latest.get(key), latest_tool, latest_probe, clients)
         if previous is not None and origin is not None:
             group = by_call.get(id(previous))
-            if group is None or group.origin == "transport-resume":
+            if group is None or group.origin is RetryOrigin.TRANSPORT_RESUME:
                 group = RetryGroup(f"r{len(groups) + 1}", origin[0], origin[1], [previous])
                 groups.append(group)
                 by_call[id(previous)] = group
-            elif group.origin != origin[0] and origin[0] not in ("mrtr-round", "protocol-fallback"):
+            elif group.origin != origin[0] and origin[0].retries_a_failure:
                 group.evidence.append(f"attempt {len(group.members) + 1} by {origin[0]}")
             group.members.append(call)
             group.evidence.extend(origin[2])
             by_call[id(call)] = group
-            group.is_failure_retry = group.is_failure_retry and origin[0] not in ("mrtr-round", "protocol-fallback")
+            group.is_failure_retry = group.is_failure_retry and origin[0].retries_a_failure
         # Only a request that did not succeed can be retried: keep those, so the index stays small.
-        if call.outcome in RETRIED_AFTER:
+        if is_failure(call.outcome):
             latest[key] = call
         else:
             latest.pop(key, None)
@@ -151,7 +149,9 @@ def _resumed_stream(call: Call, group_id: str) -> RetryGroup | None:
     ]
     if planned:
         evidence.append("the stream ended cleanly: a planned reconnect (priming event and retry:), not a failure")
-    group = RetryGroup(group_id, "transport-resume", "high", [call], evidence, is_failure_retry=not planned)
+    group = RetryGroup(
+        group_id, RetryOrigin.TRANSPORT_RESUME, Confidence.HIGH, [call], evidence, is_failure_retry=not planned
+    )
     return group
 
 
@@ -165,7 +165,7 @@ def _known_delay(delay: float, server_retry_ms: int | None) -> str:
 
 
 def _is_refused_probe(call: Call) -> bool:
-    refused = call.exchange.status in (400, 404, 405) or call.outcome == "JSONRPC_ERROR"
+    refused = call.exchange.status in (400, 404, 405) or call.outcome == Outcome.JSONRPC_ERROR
     return call.method in ("server/discover", "initialize") and refused
 
 
@@ -184,23 +184,25 @@ def _previous_attempt(
     latest_tool: dict[tuple[str, str], Call],
     probe: Call | None,
     clients: dict[str, str],
-) -> tuple[Call | None, tuple[str, str, list[str]] | None]:
+) -> tuple[Call | None, Origin | None]:
     """The attempt this call repeats, and (origin, confidence, evidence) of the repetition."""
     facts = call.request.facts
     assert facts is not None
     if _falls_back(call, probe):
         assert probe is not None
         why = f"{probe.method} refused (HTTP {probe.exchange.status}, {probe.outcome}), then initialize"
-        return probe, ("protocol-fallback", "high", [f"version negotiation: {why}"])
+        return probe, (RetryOrigin.PROTOCOL_FALLBACK, Confidence.HIGH, [f"version negotiation: {why}"])
     if facts.round_digest is not None and call.tool:
         before = latest_tool.get((call.exchange.server, call.tool))
-        if before is not None and before.outcome == "INPUT_REQUIRED":
-            return before, ("mrtr-round", "high", ["input_required answered: same tool, new id, inputResponses"])
+        if before is not None and before.outcome == Outcome.INPUT_REQUIRED:
+            why = "input_required answered: same tool, new id, inputResponses"
+            return before, (RetryOrigin.MRTR_ROUND, Confidence.HIGH, [why])
     if call.tool and same is None:
         before = latest_tool.get((call.exchange.server, call.tool))
-        if before is not None and before.outcome == "TOOL_ERROR" and _within_window(before, call):
-            return before, ("agent-retry", "medium", ["after isError, the same tool again with other arguments"])
-    if same is None or same.outcome not in RETRIED_AFTER or not _within_window(same, call):
+        if before is not None and before.outcome == Outcome.TOOL_ERROR and _within_window(before, call):
+            why = "after isError, the same tool again with other arguments"
+            return before, (RetryOrigin.AGENT_RETRY, Confidence.MEDIUM, [why])
+    if same is None or not is_failure(same.outcome) or not _within_window(same, call):
         return None, None
     return same, _origin(same, call, clients)
 
@@ -218,7 +220,7 @@ def _within_window(before: Call, call: Call) -> bool:
     return 0 <= call.request.t - (_end(before) or before.request.t) <= RETRY_WINDOW
 
 
-def _origin(before: Call, call: Call, clients: dict[str, str]) -> tuple[str, str, list[str]]:
+def _origin(before: Call, call: Call, clients: dict[str, str]) -> Origin:
     a, b = before.exchange, call.exchange
     delay = call.request.t - (_end(before) or before.request.t)
     same_id = before.request.key_id == call.request.key_id
@@ -234,65 +236,69 @@ def _origin(before: Call, call: Call, clients: dict[str, str]) -> tuple[str, str
     ]
     attempts = b.request_headers.get("x-envoy-attempt-count")
     if attempts and attempts.strip().isascii() and attempts.strip().isdigit() and int(attempts) > 1:
-        return "proxy", "high", [*evidence, f"x-envoy-attempt-count: {attempts}"]
+        return RetryOrigin.PROXY, Confidence.HIGH, [*evidence, f"x-envoy-attempt-count: {attempts}"]
     if a.status in (401, 403):
         credentials = b.request_headers.get("authorization")
         added = credentials is not None and credentials != a.request_headers.get("authorization")
-        confidence = "high" if same_id and added else "medium"
-        return "auth-retry", confidence, [*evidence, "credentials added or changed" if added else "after 401/403"]
+        confidence = Confidence.HIGH if same_id and added else Confidence.MEDIUM
+        why = "credentials added or changed" if added else "after 401/403"
+        return RetryOrigin.AUTH_RETRY, confidence, [*evidence, why]
     if same_id and before.scope == call.scope and delay < PROXY_GAP:
-        return "proxy", "medium", [*evidence, "byte-identical re-send within 0.5 s: a gateway's copy"]
+        why = "byte-identical re-send within 0.5 s: a gateway's copy"
+        return RetryOrigin.PROXY, Confidence.MEDIUM, [*evidence, why]
     if a.status == 404 and a.session_id and before.scope != call.scope:
-        return "session-reinit", "high", [*evidence, "404 on the session, then a fresh initialize"]
+        return RetryOrigin.SESSION_REINIT, Confidence.HIGH, [*evidence, "404 on the session, then a fresh initialize"]
     agent_a, agent_b = a.request_headers.get("user-agent"), b.request_headers.get("user-agent")
     if agent_a != agent_b:
-        return "manual", "medium", [*evidence, f"another client identity ({agent_b!r} after {agent_a!r})"]
+        why = f"another client identity ({agent_b!r} after {agent_a!r})"
+        return RetryOrigin.MANUAL, Confidence.MEDIUM, [*evidence, why]
     info_a, info_b = clients.get(before.scope), clients.get(call.scope)
     if info_a and info_b and info_a != info_b:
-        return "manual", "medium", [*evidence, f"another client ({info_b} after {info_a}, from clientInfo)"]
+        why = f"another client ({info_b} after {info_a}, from clientInfo)"
+        return RetryOrigin.MANUAL, Confidence.MEDIUM, [*evidence, why]
     if delay > MANUAL_GAP:
-        return "manual", "low", [*evidence, f"after {delay:.0f} s: a person, not a loop"]
-    if before.outcome == "TOOL_ERROR":
-        return "agent-retry", "medium", [*evidence, "after isError, the same tool call again"]
-    confidence = "high" if before.scope != call.scope or not same_id else "medium"
+        return RetryOrigin.MANUAL, Confidence.LOW, [*evidence, f"after {delay:.0f} s: a person, not a loop"]
+    if before.outcome == Outcome.TOOL_ERROR:
+        return RetryOrigin.AGENT_RETRY, Confidence.MEDIUM, [*evidence, "after isError, the same tool call again"]
+    confidence = Confidence.HIGH if before.scope != call.scope or not same_id else Confidence.MEDIUM
     backoff = next((d for d in BACKOFF_DELAYS if abs(delay - d) < 0.2 * d), None)
     note = f" (matches a {backoff:.0f} s backoff step)" if backoff else ""
-    return "app-retry", confidence, [*evidence, f"the application sent it again{note}"]
+    return RetryOrigin.APP_RETRY, confidence, [*evidence, f"the application sent it again{note}"]
 
 
 def _apply(group: RetryGroup, facts: CaptureFacts) -> None:
     for attempt, call in enumerate(group.members, 1):
         call.retry_group, call.attempt = group.group_id, attempt
         call.retry_origin, call.retry_confidence = (group.origin, group.confidence) if attempt > 1 else (None, None)
-    if group.origin == "transport-resume":
+    if group.origin is RetryOrigin.TRANSPORT_RESUME:
         call = group.members[0]
         call.retry_origin, call.retry_confidence = group.origin, group.confidence
-        group.safety = "safe" if not group.is_failure_retry else "safe: the stream was resumed, not re-executed"
+        group.safety = Safety.RESUMED
         return
     if not group.is_failure_retry:
-        group.safety = "not a failure retried"
+        group.safety = Safety.NOT_A_FAILURE_RETRY
         return
     pairs = list(zip(group.members, group.members[1:], strict=False))
     verdicts = [_attempt_safety(before, after, facts) for before, after in pairs]
-    group.safety = next((v for v in verdicts if v != "safe"), "safe")
+    group.safety = next((v for v in verdicts if v is not Safety.SAFE), Safety.SAFE)
     group.may_have_run_twice = any(
         _effects_unknown(before) and _both_reached_server(before, after) for before, after in pairs
     )
-    if group.may_have_run_twice and group.safety.startswith("unsafe"):
+    if group.may_have_run_twice and group.safety.is_unsafe:
         group.evidence.append("both attempts reached the server: the tool may have run twice")
 
 
-def _attempt_safety(before: Call, after: Call, facts: CaptureFacts) -> str:
-    notes: list[str] = []
+def _attempt_safety(before: Call, after: Call, facts: CaptureFacts) -> Safety:
+    notes: list[Safety] = []
     wait = _retry_after(before) if before.exchange.status in (429, 503) else None
     if wait is not None:
         waited = after.request.t - (_end(before) or before.request.t)
         if waited < wait:
-            _flag(after, "RETRY_AFTER_IGNORED", f"retried after {waited:.2f} s; Retry-After asked for {wait:g} s")
-            notes.append("retry-after-ignored")
+            _flag(after, Flag.RETRY_AFTER_IGNORED, f"retried after {waited:.2f} s; Retry-After asked for {wait:g} s")
+            notes.append(Safety.RETRY_AFTER_IGNORED)
     if before.error_code == -32602 and _same_params(before, after):
         after.evidence = (*after.evidence, "retried unchanged after -32602 invalid params: it will fail again")
-        notes.append("pointless")
+        notes.append(Safety.POINTLESS)
     tool = facts.tools.get(after.tool or "") or {}
     hints = tool.get("annotations") if isinstance(tool.get("annotations"), dict) else {}
     replayable = bool(hints.get("readOnlyHint") or hints.get("idempotentHint"))
@@ -301,17 +307,17 @@ def _attempt_safety(before: Call, after: Call, facts: CaptureFacts) -> str:
         why += "readOnlyHint or idempotentHint in tools/list" if tool else "in any tools/list of the capture"
         if hints.get("destructiveHint"):
             why += "; it is marked destructiveHint"
-        _flag(after, "UNSAFE_RETRY", why)
-        notes.insert(0, "unsafe")
-    elif before.outcome in ("MALFORMED_JSON", "INVALID_ENVELOPE", "INVALID_TOOL_RESULT"):
+        _flag(after, Flag.UNSAFE_RETRY, why)
+        notes.insert(0, Safety.UNSAFE)
+    elif before.outcome in ANSWERED_WRONGLY:
         # The seed's decision table: do not replay; keep the raw answer and find the defect.
         after.evidence = (*after.evidence, f"replayed after {before.outcome}: the server answered, so it ran")
-        notes.append("do not replay")
-    elif before.outcome == "TOOL_ERROR" and after.method == "tools/call" and not replayable:
+        notes.append(Safety.DO_NOT_REPLAY)
+    elif before.outcome == Outcome.TOOL_ERROR and after.method == "tools/call" and not replayable:
         why = f"{after.tool!r} ran and reported an error; repeating it depends on what it does"
         after.evidence = (*after.evidence, why)
-        notes.append("depends on the tool")
-    return notes[0] if notes else "safe"
+        notes.append(Safety.DEPENDS_ON_TOOL)
+    return notes[0] if notes else Safety.SAFE
 
 
 def _same_params(before: Call, after: Call) -> bool:
@@ -321,7 +327,8 @@ def _same_params(before: Call, after: Call) -> bool:
 
 def _effects_unknown(call: Call) -> bool:
     status = call.exchange.status
-    return call.outcome in UNKNOWN_EFFECTS or (call.outcome == "HTTP_ERROR" and status is not None and status >= 500)
+    server_error = call.outcome == Outcome.HTTP_ERROR and status is not None and status >= 500
+    return call.outcome in EFFECTS_UNKNOWN or server_error
 
 
 def _both_reached_server(before: Call, after: Call) -> bool:
@@ -329,7 +336,7 @@ def _both_reached_server(before: Call, after: Call) -> bool:
     return reached and after.exchange.status is not None
 
 
-def _flag(call: Call, flag: str, why: str) -> None:
+def _flag(call: Call, flag: Flag, why: str) -> None:
     if flag not in call.flags:
         call.flags = tuple(sorted({*call.flags, flag}))
     call.evidence = (*call.evidence, why)

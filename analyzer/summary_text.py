@@ -6,13 +6,12 @@ import textwrap
 from collections.abc import Mapping
 
 from mcp_blackbox.analyzer.analysis import Analysis
-from mcp_blackbox.analyzer.check import OK_OUTCOMES
 from mcp_blackbox.analyzer.export import summarize
 from mcp_blackbox.analyzer.redact import redact_text
+from mcp_blackbox.analyzer.vocabulary import is_failure
 
 INDENT = "    "
 
-__all__ = ["OK_OUTCOMES", "summary_text"]
 
 
 def summary_text(analysis: Analysis, width: int = 80) -> str:
@@ -27,7 +26,7 @@ def summary_text(analysis: Analysis, width: int = 80) -> str:
             lines += counts(f"by {title}:", summary[key], width)
     if summary["flags"]:
         lines += counts("flags:", summary["flags"], width)
-    failing = [c for c in analysis.calls if c["outcome"] not in OK_OUTCOMES or c["flags"]]
+    failing = [c for c in analysis.calls if is_failure(c["outcome"]) or c["flags"]]
     if failing:
         lines += ["", "calls to look at:"]
         for call in failing:

@@ -96,8 +96,8 @@ EFFECTS_UNKNOWN = frozenset({Outcome.NO_RESPONSE, Outcome.STREAM_INCOMPLETE, Out
 ANSWERED_WRONGLY = frozenset({Outcome.MALFORMED_JSON, Outcome.INVALID_ENVELOPE, Outcome.INVALID_TOOL_RESULT})
 
 
-def is_failure(outcome: str) -> bool:
-    """For outcome names read back from an export (plain strings)."""
+def is_failure(outcome: str | None) -> bool:
+    """For outcome names read back from an export (plain strings); a call not yet judged did not succeed."""
     return outcome not in NOT_FAILURES
 
 

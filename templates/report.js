@@ -8,14 +8,10 @@
   const calls = data.calls;
   const byId = new Map(calls.map(function (row) { return [row[C.id], row]; }));
   const groups = new Map(data.groups.map(function (g) { return [g.retry_group, g]; }));
-  const OK = new Set(["SUCCESS", "TOOL_SUCCESS"]);
-  const COLORS = {
-    NO_RESPONSE: "#d92d20", HTTP_ERROR: "#f04438", STREAM_INCOMPLETE: "#b42318",
-    MALFORMED_JSON: "#dc6803", INVALID_ENVELOPE: "#f79009", JSONRPC_ERROR: "#e04f16", INVALID_TOOL_RESULT: "#fdb022",
-    INPUT_REQUIRED: "#7a5af8", CANCELLED: "#9e77ed", TOOL_ERROR: "#c11574",
-    TOOL_SUCCESS: "#12b76a", SUCCESS: "#32d583", ACCEPTED: "#98a2b3",
-  };
-  const colorOf = function (outcome) { return COLORS[outcome] || "#667085"; };
+  // Names, colours and "is this a failure" come from the analyzer's vocabulary, never spelled here.
+  const OUTCOMES = new Map(data.vocabulary.outcomes.map(function (o) { return [o.name, o]; }));
+  const colorOf = function (outcome) { return OUTCOMES.has(outcome) ? OUTCOMES.get(outcome).colour : "#667085"; };
+  const isFailure = function (outcome) { return !OUTCOMES.has(outcome) || OUTCOMES.get(outcome).failure; };
 
   function el(tag, text, cls) {
     const node = document.createElement(tag);
@@ -284,7 +280,7 @@
   range.textContent = iso(Number(range.dataset.start)) + " – " + iso(Number(range.dataset.end)) + " UTC";
 
   applyFilters();
-  const firstFailure = calls.find(function (r) { return !OK.has(r[C.outcome]) && r[C.outcome] !== "ACCEPTED"; });
+  const firstFailure = calls.find(function (r) { return isFailure(r[C.outcome]); });
   if (firstFailure) select(firstFailure[C.id]);
   window.__reportReady = true;
 })();

@@ -179,8 +179,8 @@ def test_protocol_fallback_and_mrtr_are_linked_but_not_failures(tmp_path: Path) 
         exchange(second_round, body=result(3, text_result("hello")), at=102),
     )
     assert [(g["origin"], g["failure_retry"], g["safety"]) for g in groups] == [
-        ("protocol-fallback", False, "not a failure retried"),
-        ("mrtr-round", False, "not a failure retried"),
+        ("protocol-fallback", False, "not-a-failure-retry"),
+        ("mrtr-round", False, "not-a-failure-retry"),
     ]
 
 
@@ -254,7 +254,7 @@ def test_retry_decision_table_for_answers_that_did_arrive(tmp_path: Path) -> Non
         call(3, "lookup", at=200, body=b"{not json"),
         call(4, "lookup", at=201, **OK),
     )
-    assert [g["safety"] for g in groups] == ["pointless", "do not replay"]
+    assert [g["safety"] for g in groups] == ["pointless", "do-not-replay"]
     assert any("it will fail again" in e for e in by_id(records)[groups[0]["members"][1]]["evidence"])
     assert not any(r["flags"] for r in records if r["method"] == "tools/call")
 

@@ -22,11 +22,11 @@ from hypothesis import strategies as st
 from mcp_blackbox.addon.mcp_recorder import METADATA_KEY, McpRecorder, is_event_stream, stream_end_reason
 from mcp_blackbox.analyzer import cli
 from mcp_blackbox.analyzer.analysis import Analysis, analyze
-from mcp_blackbox.analyzer.classify import LAYER
 from mcp_blackbox.analyzer.export import write_csv, write_json
 from mcp_blackbox.analyzer.extract import extract_messages
 from mcp_blackbox.analyzer.load import LoadReport, read_exchanges
 from mcp_blackbox.analyzer.report import build_report, render_report, script_json, write_report
+from mcp_blackbox.analyzer.vocabulary import Outcome
 from mitmproxy import flow as mflow
 from mitmproxy import http
 from mitmproxy import io as flow_io
@@ -64,8 +64,8 @@ def check_analysis(paths: list[Path]) -> Analysis:
     for problem in analysis.read_problems:
         assert isinstance(problem["reason"], str) and problem["reason"], problem
     for call in analysis.calls:
-        assert call["outcome"] in LAYER, call
-        assert call["layer"] == LAYER[call["outcome"]], call
+        assert call["outcome"] in tuple(Outcome), call
+        assert call["layer"] == Outcome(call["outcome"]).layer, call
         assert call["evidence"] and all(isinstance(line, str) and line for line in call["evidence"]), call
     with tempfile.TemporaryDirectory(prefix="fuzz-out-") as tmp:
         out = Path(tmp)

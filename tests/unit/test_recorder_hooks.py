@@ -75,14 +75,60 @@ def test_cut_stream_keeps_partial_body_and_reason(recorder: McpRecorder) -> None
     assert saved.response.raw_content == PROGRESS
     meta = saved.metadata[METADATA_KEY]["stream"]
     assert meta["ended"] == "upstream-error" and "peer closed" in meta["error"]
-    assert saved.marked == FAILURE_MARKER and "stream upstream-error" in saved.comment
+    assert saved.marked == FAILURE_MARKER
+    assert saved.comment.startswith("MCP: STREAM_INCOMPLETE:") and "stream ended: upstream-error" in saved.comment
 
 
 def test_stream_without_final_response_is_a_failure(recorder: McpRecorder) -> None:
     flow = sse_flow()
     stream(recorder, flow, [PROGRESS])
     recorder.response(flow)
-    assert flow.metadata[METADATA_KEY]["failure"] == "stream ended without the final response"
+    failure = flow.metadata[METADATA_KEY]["failure"]
+    assert failure.startswith("STREAM_INCOMPLETE: 1 events, no final response"), failure
+
+
+def test_stream_closed_by_the_client_after_the_answer_is_no_failure(recorder: McpRecorder) -> None:
+    """SDKs close the stream once the final event is in: mitmproxy calls that a client abort."""
+    flow = sse_flow()
+    stream(recorder, flow, [PROGRESS, RESULT])
+    flow.error = tflow.terr("Client disconnected.")
+    recorder.error(flow)
+    record = flow.metadata[METADATA_KEY]
+    assert record["stream"]["ended"] == "client-abort"
+    assert record["failure"] is None and record["pending"] is None
+    assert not flow.marked and not flow.comment
+
+
+def test_cut_stream_with_an_event_id_is_pending_not_failed(recorder: McpRecorder) -> None:
+    """The client can resume it with Last-Event-ID and still get the answer on a GET."""
+    flow = sse_flow()
+    stream(recorder, flow, [b"id: ev-1\n" + PROGRESS])
+    flow.error = tflow.terr("peer closed connection without sending complete message body")
+    recorder.error(flow)
+    record = flow.metadata[METADATA_KEY]
+    assert record["failure"] is None and "before the answer; it can be resumed" in record["pending"]
+    assert not flow.marked
+
+
+def test_request_answered_202_is_pending(recorder: McpRecorder) -> None:
+    flow = tflow.tflow(
+        req=tutils.treq(method=b"POST", path=b"/messages?session_id=abc", content=TOOL_CALL),
+        resp=tutils.tresp(status_code=202, headers=Headers(), content=b"Accepted"),
+    )
+    recorder.response(flow)
+    record = flow.metadata[METADATA_KEY]
+    assert record["failure"] is None and record["pending"].startswith("202 Accepted")
+    assert not flow.marked
+
+
+def test_refused_get_stream_is_no_call_and_no_failure(recorder: McpRecorder) -> None:
+    """A 405 on the session's GET stream is an event of that stream, not a failed call."""
+    flow = tflow.tflow(
+        req=tutils.treq(method=b"GET", path=b"/mcp", headers=Headers(mcp_session_id="s1"), content=b""),
+        resp=tutils.tresp(status_code=405, headers=Headers(content_type="application/json"), content=b"{}"),
+    )
+    recorder.response(flow)
+    assert flow.metadata[METADATA_KEY]["failure"] is None and not flow.marked
 
 
 def test_open_streams_are_closed_at_shutdown(recorder: McpRecorder) -> None:
@@ -127,7 +173,7 @@ def test_json_responses_are_annotated_and_failures_marked(recorder: McpRecorder)
     recorder.responseheaders(flow)
     assert flow.response.stream is False, "JSON is not streamed"
     recorder.response(flow)
-    assert flow.metadata[METADATA_KEY]["failure"] == "JSON-RPC error -32602"
+    assert flow.metadata[METADATA_KEY]["failure"] == "JSONRPC_ERROR: JSON-RPC error -32602: bad"
     assert flow.marked == FAILURE_MARKER
 
 

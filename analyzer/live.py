@@ -1,0 +1,99 @@
+"""The verdict of one exchange as it ends: what the recorder says on its console and marks in mitmweb.
+
+The same rules as the offline analysis (extract, pair, ``classify_call``, ``Outcome.is_failure``),
+applied to the one exchange that just ended. What one exchange cannot know yet is said as
+*pending*, never as a failure: an answer announced by 202 comes later on a stream, and a
+stream cut after an event id can be resumed (GET with Last-Event-ID) and still deliver it.
+Server-to-client requests are answered by a later POST. Only the client's own requests on
+this exchange are judged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from operator import attrgetter
+from typing import Any
+
+from mcp_blackbox.analyzer.classify import CaptureFacts, Verdict, classify_call
+from mcp_blackbox.analyzer.extract import extract_messages
+from mcp_blackbox.analyzer.load import LoadReport, exchange_from_state
+from mcp_blackbox.analyzer.pair import pair_messages, scope_of
+from mcp_blackbox.analyzer.records import C2S, Call, Exchange
+from mcp_blackbox.analyzer.vocabulary import Outcome
+
+REASON_LIMIT = 240  # characters of evidence on a console line or a mitmweb comment
+
+# Evidence lines that restate a successful status line: the console line shows it already.
+_BASICS = ("HTTP 2", "content-type ")
+
+
+@dataclass(frozen=True, slots=True)
+class LiveVerdict:
+    failed: bool
+    pending: bool  # an answer may still arrive on another exchange
+    reason: str | None  # "OUTCOME: evidence" of the first failing (or pending) call
+
+    @property
+    def text(self) -> str | None:
+        if self.failed:
+            return f"FAILED: {self.reason}"
+        if self.pending:
+            return f"pending: {self.reason}"
+        return None
+
+
+NOTHING_TO_SAY = LiveVerdict(False, False, None)
+
+
+def judge_flow_state(state: dict[str, Any]) -> LiveVerdict:
+    """The verdict of a flow's state (``flow.get_state()``: what the flow file will hold)."""
+    exchange = exchange_from_state(state, "live", 0, LoadReport(), keep_all=False)
+    return judge_exchange(exchange) if exchange is not None else NOTHING_TO_SAY
+
+
+def judge_exchange(exchange: Exchange) -> LiveVerdict:
+    exchange.scope = scope_of(exchange, {})
+    extracted = extract_messages(exchange)
+    messages = extracted.messages
+    # A client resumes a cut stream only if it saw an event id (a priming event counts).
+    resumable = exchange.is_event_stream and any(event.id for event in extracted.sse_events)
+    # As the analysis orders them: requests before answers stamped with the same instant.
+    messages.sort(key=attrgetter("direction"))
+    messages.sort(key=attrgetter("t"))
+    calls = [
+        call
+        for call in pair_messages(messages).calls
+        if call.request.exchange is exchange and call.direction == C2S
+    ]
+    pending: LiveVerdict | None = None
+    for call in calls:
+        verdict = classify_call(call, CaptureFacts())
+        if not verdict.outcome.is_failure:
+            continue
+        if _may_still_be_answered(call, verdict, resumable):
+            pending = pending or LiveVerdict(False, True, _pending_reason(call, verdict))
+            continue
+        return LiveVerdict(True, False, _reason(verdict))
+    return pending or NOTHING_TO_SAY
+
+
+def _may_still_be_answered(call: Call, verdict: Verdict, resumable: bool) -> bool:
+    if verdict.outcome is Outcome.NO_RESPONSE and call.exchange.status == 202:
+        return True  # the answer comes on the session's stream (2024-11-05, or a 2025 server's choice)
+    return verdict.outcome is Outcome.STREAM_INCOMPLETE and resumable
+
+
+def _pending_reason(call: Call, verdict: Verdict) -> str:
+    if verdict.outcome is Outcome.NO_RESPONSE:
+        return "202 Accepted: the answer comes on the session's stream"
+    stream = call.exchange.stream or {}
+    return f"stream ended ({stream.get('ended') or call.exchange.error}) before the answer; it can be resumed"
+
+
+def _reason(verdict: Verdict) -> str:
+    # What the whole capture would add ("not resumed later in the capture") is not known yet.
+    lines = [
+        line for line in verdict.evidence[1:] if not line.startswith(_BASICS) and not line.endswith("in the capture")
+    ]
+    text = f"{verdict.outcome}: {'; '.join(lines)}" if lines else str(verdict.outcome)
+    return text if len(text) <= REASON_LIMIT else text[: REASON_LIMIT - 1] + "…"
