@@ -1,71 +1,91 @@
-"""A small JSON Schema check for tool ``outputSchema``s.
+"""Checking a tool result's ``structuredContent`` against the tool's ``outputSchema`` with ``jsonschema``.
 
-Covers the keywords tool schemas use in practice (type, properties, required,
-additionalProperties, items, enum, const). Unknown keywords pass: a false
-OUTPUT_SCHEMA_VIOLATION would be worse than a missed one.
+The dialect is the one the schema's ``$schema`` names, Draft 2020-12 when it names none (the MCP default).
+A schema that cannot be judged (invalid, a ``$ref`` that leads outside it, nested too deep, anything the
+library raises) is reported as unchecked, never as a violation: a false OUTPUT_SCHEMA_VIOLATION is worse
+than a missed one.
 """
 
 from __future__ import annotations
 
-import contextlib
+import itertools
+import json
+from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
-_TYPES: dict[str, Any] = {
-    "object": dict,
-    "array": list,
-    "string": str,
-    "boolean": bool,
-    "null": type(None),
-}
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
+from jsonschema.protocols import Validator
+from jsonschema.validators import validator_for
+from referencing import Registry
+from referencing.exceptions import Unresolvable
+
+MAX_PROBLEMS = 5
+MAX_CHARS = 200  # per problem or reason: messages quote the offending value, which may be large
+
+# An empty registry: jsonschema's default one fetches remote $refs over the network. The meta-schemas
+# still resolve, because jsonschema adds its bundled ones to any registry it is given.
+_NO_RETRIEVAL = Registry()
 
 
-def _is_type(value: Any, name: str) -> bool:
-    if name == "integer":
-        return (isinstance(value, int) and not isinstance(value, bool)) or (
-            isinstance(value, float) and value.is_integer()
-        )
-    if name == "number":
-        return isinstance(value, int | float) and not isinstance(value, bool)
-    expected = _TYPES.get(name)
-    return True if expected is None else isinstance(value, expected)
+@dataclass(frozen=True, slots=True)
+class SchemaCheck:
+    problems: tuple[str, ...] = ()  # where the value breaks the schema, at most MAX_PROBLEMS
+    unchecked: str | None = None  # why the schema could not be judged (fully)
 
 
-def schema_problems(value: Any, schema: Any, path: str = "$", limit: int = 5) -> list[str]:
-    """Where ``value`` breaks ``schema``; empty when it conforms."""
+def check_structured_content(value: Any, schema: Any) -> SchemaCheck:
+    """Judge ``value`` (a tools/call ``structuredContent``) against ``schema`` (the tool's ``outputSchema``)."""
+    validator = _validator(schema)
+    if isinstance(validator, str):
+        return SchemaCheck(unchecked=validator)
     problems: list[str] = []
-    # Nested deeper than Python recurses: what was found so far, never a false alarm.
-    with contextlib.suppress(RecursionError):
-        _check(value, schema, path, problems, limit)
-    return problems
+    try:
+        # Errors come lazily: a large array with a broken item in every slot stops at the limit.
+        for error in itertools.islice(validator.iter_errors(value), MAX_PROBLEMS):
+            problems.append(_cut(f"{error.json_path}: {error.message}"))
+    except Exception as err:
+        # Problems found before the failure stand: each error jsonschema yields fails the whole schema.
+        return SchemaCheck(tuple(problems), _reason(err))
+    return SchemaCheck(tuple(problems))
 
 
-def _check(value: Any, schema: Any, path: str, problems: list[str], limit: int) -> None:
-    if len(problems) >= limit or not isinstance(schema, dict):
-        return
-    expected = schema.get("type")
-    if expected is not None:
-        names = expected if isinstance(expected, list) else [expected]
-        if not any(_is_type(value, n) for n in names if isinstance(n, str)):
-            problems.append(f"{path}: expected {'/'.join(map(str, names))}, got {type(value).__name__}")
-            return
-    if "enum" in schema and isinstance(schema["enum"], list) and value not in schema["enum"]:
-        problems.append(f"{path}: {value!r} not in enum")
-    if "const" in schema and value != schema["const"]:
-        problems.append(f"{path}: expected {schema['const']!r}")
-    if isinstance(value, dict):
-        properties = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
-        required = schema.get("required")
-        for name in required if isinstance(required, list) else []:
-            if isinstance(name, str) and name not in value:
-                problems.append(f"{path}: missing required {name!r}")
-        extra = schema.get("additionalProperties", True)
-        for name, item in value.items():
-            if name in properties:
-                _check(item, properties[name], f"{path}.{name}", problems, limit)
-            elif extra is False:
-                problems.append(f"{path}: unexpected property {name!r}")
-            elif isinstance(extra, dict):
-                _check(item, extra, f"{path}.{name}", problems, limit)
-    if isinstance(value, list) and isinstance(schema.get("items"), dict):
-        for position, item in enumerate(value):
-            _check(item, schema["items"], f"{path}[{position}]", problems, limit)
+def _validator(schema: Any) -> Validator | str:
+    """The validator for ``schema``, shared by every equal schema; a string says why there is none."""
+    try:
+        key = json.dumps(schema, sort_keys=True, separators=(",", ":"))
+    except Exception as err:
+        return _reason(err)
+    return _build(key)
+
+
+@lru_cache(maxsize=256)
+def _build(key: str) -> Validator | str:
+    # Built from the key, not the caller's object: the validator keeps its schema, which must not change later.
+    try:
+        schema = json.loads(key)
+        cls = validator_for(schema, default=Draft202012Validator)
+        cls.check_schema(schema)
+        return cls(schema, registry=_NO_RETRIEVAL)
+    except Exception as err:
+        return _reason(err)
+
+
+def _reason(err: BaseException) -> str:
+    if isinstance(err, SchemaError):
+        return _cut(f"the outputSchema is not a valid JSON Schema: {err.json_path}: {err.message}")
+    if isinstance(err, Unresolvable):
+        ref = getattr(err, "ref", "?")
+        return _cut(f"cannot resolve $ref {ref!r} (only references inside the schema are followed)")
+    if isinstance(err, RecursionError):
+        return "the outputSchema or structuredContent is nested deeper than Python recurses"
+    return _cut(f"{type(err).__name__}: {err}")
+
+
+def _cut(text: str) -> str:
+    # The middle goes: messages start with the offending value and end with what the schema wanted.
+    if len(text) <= MAX_CHARS:
+        return text
+    half = (MAX_CHARS - 3) // 2
+    return f"{text[:half]} … {text[-half:]}"

@@ -190,7 +190,7 @@ def test_output_schema_violation_uses_tools_list(tmp_path: Path) -> None:
         exchange(tool_call(4, "add"), body=result(4, text_result())),
     )
     assert [c["flags"] for c in calls[1:]] == [[], ["OUTPUT_SCHEMA_VIOLATION"], ["OUTPUT_SCHEMA_VIOLATION"]]
-    assert "$.sum: expected integer" in calls[2]["evidence"][-2]
+    assert "$.sum: '5' is not of type 'integer'" in calls[2]["evidence"][-2]
 
 
 def test_duplicate_response_and_reused_id(tmp_path: Path) -> None:

@@ -20,7 +20,7 @@ from mcp_blackbox.analyzer.export import write_csv, write_json
 from mcp_blackbox.analyzer.extract import decode_body
 from mcp_blackbox.analyzer.redact import redact_text, redact_url
 from mcp_blackbox.analyzer.report import build_report, write_report
-from mcp_blackbox.analyzer.schema_check import schema_problems
+from mcp_blackbox.analyzer.schema_check import check_structured_content
 from mcp_blackbox.analyzer.slim import reads_like_error
 from mcp_blackbox.analyzer.tnetstring_reader import READ_PIECE, read_record
 from mitmproxy.http import Headers, HTTPFlow
@@ -246,7 +246,8 @@ def test_retry_headers_that_are_no_ascii_numbers(
 
 
 def test_output_schemas_that_are_odd(tmp_path: Path) -> None:
-    assert schema_problems({"a": 1}, {"type": "object", "required": 5}) == []
+    odd = check_structured_content({"a": 1}, {"type": "object", "required": 5})
+    assert odd.problems == () and odd.unchecked is not None
     schema, value = '{"type":"array"}', "[]"
     for _ in range(1200):  # one level of schema per level of value: deeper than Python recurses
         schema, value = '{"items":' + schema + "}", "[" + value + "]"
