@@ -2,9 +2,14 @@
 
 The inputs: random bytes, a real capture cut in the middle of a record, an empty file, a HAR file
 (mitmproxy imports HAR) with one MCP and one non-MCP entry, a flow file of ordinary web traffic,
-and a path that does not exist. DESIGN.md, export contract: ``skipped`` lists each flow not
-analyzed with the reason, so that analyzed + skipped = flows read. What could not be read at all
-is in ``read_problems`` (source, reason, flows_read, offset).
+and a path that does not exist. Then HAR files exported by mitmproxy's own savehar from a real
+capture and damaged: one bad entry among five (skipped, naming its index counted from 0 like
+``index`` in ``skipped``; the other four analyzed), JSON that is no HAR, a HAR without entries, and
+JSON that is invalid or cut short (one read problem each, saying why and where).
+
+DESIGN.md, export contract: ``skipped`` lists each flow not analyzed with the reason, so that
+analyzed + skipped = flows read. What could not be read at all is in ``read_problems`` (source,
+reason, flows_read, offset).
 
 The CLI (``mcp-blackbox export|summary``) exits 2 only when nothing at all could be read, 0
 otherwise, and says on stderr which file and why.
@@ -26,6 +31,7 @@ from typing import Any
 import pytest
 from mitmproxy import http
 from mitmproxy import io as flow_io
+from mitmproxy.addons.savehar import SaveHar
 from mitmproxy.io import tnetstring
 from mitmproxy.test import tflow, tutils
 
@@ -34,6 +40,8 @@ SAMPLES = REPO / "sample_captures"
 TRUNCATED_FROM = SAMPLES / "py-2025-session-tools.flows"
 CUT_RECORD = 6  # the file is cut half-way through its 7th record: 6 whole flows come before the cut
 GOOD_CAPTURE = SAMPLES / "ts-2025-session-tools.flows"
+HAR_FROM = SAMPLES / "py-2026-stateless.flows"  # its first 5 flows are MCP calls, each analyzed from a HAR
+BAD_ENTRY = 2  # the third of five entries, counted from 0 as ``index`` in ``skipped``
 
 NON_MCP = re.compile(r"\b(non|not)\b[\s-]*(an?\s+)?mcp", re.IGNORECASE)
 NOT_FOUND = re.compile(r"no such file|not found|does not exist|doesn't exist|missing", re.IGNORECASE)
@@ -412,3 +420,161 @@ def test_cli_names_the_missing_file_beside_a_good_one(inputs: dict[str, Any]) ->
     assert inputs["missing"].name in done.stderr, done.stderr
     assert NOT_FOUND.search(without(done.stderr, inputs["missing"])), done.stderr
     assert document["calls"], "the good capture's calls are exported"
+
+
+# ---------------------------------------------------------------- HAR files, damaged
+
+
+@pytest.fixture(scope="module")
+def real_har() -> dict[str, Any]:
+    """Five entries, as mitmproxy's own exporter writes them from a real capture."""
+    with HAR_FROM.open("rb") as f:
+        flows = list(flow_io.FlowReader(f).stream())[:5]
+    return SaveHar().make_har(flows)
+
+
+def write_har(path: Path, document: Any) -> Path:
+    path.write_text(json.dumps(document, indent=4))  # indented, as savehar writes it
+    return path
+
+
+def verdicts(calls: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+    """What a call is and how it ended, without the flow ids (a HAR import gives fresh ones each time)."""
+    keys = ("method", "tool", "jsonrpc_id", "outcome", "layer", "http_status", "error_code")
+    return sorted((tuple(c[k] for k in keys) for c in calls), key=repr)
+
+
+def without_request(entry: dict[str, Any]) -> None:
+    del entry["request"]
+
+
+def with_bad_start_time(entry: dict[str, Any]) -> None:
+    entry["startedDateTime"] = "yesterday at noon"
+
+
+def with_bad_base64_body(entry: dict[str, Any]) -> None:
+    entry["response"]["content"].update(encoding="base64", text="not base64!")
+
+
+def with_status_not_a_number(entry: dict[str, Any]) -> None:
+    entry["response"]["status"] = "OK"
+
+
+def as_a_string(entry: dict[str, Any]) -> str:
+    return "an entry that is only a string"
+
+
+HAR_DAMAGES = {
+    "no request": (without_request, r"missing field 'request'"),
+    "start time not a date": (with_bad_start_time, r"ValueError: .*yesterday at noon"),
+    "body not base64": (with_bad_base64_body, r"binascii\.Error: Invalid base64"),
+    "status not a number": (with_status_not_a_number, r"TypeError: .*status_code"),
+    "entry not an object": (as_a_string, r"is a JSON string, not an object"),
+}
+
+
+@pytest.mark.parametrize("damage", HAR_DAMAGES)
+def test_har_bad_entry_is_skipped_and_the_entries_after_it_are_analyzed(
+    real_har: dict[str, Any], tmp_path: Path, damage: str
+) -> None:
+    damaged_by, reason = HAR_DAMAGES[damage]
+    entries = real_har["log"]["entries"]
+    assert len(entries) == 5
+    damaged = json.loads(json.dumps(real_har))
+    entry = damaged["log"]["entries"][BAD_ENTRY]
+    replaced = damaged_by(entry)
+    if replaced is not None:
+        damaged["log"]["entries"][BAD_ENTRY] = replaced
+    good_only = {"log": {**real_har["log"], "entries": [e for i, e in enumerate(entries) if i != BAD_ENTRY]}}
+
+    analysis = analyze([write_har(tmp_path / "damaged.har", damaged)])
+    assert analysis.read_problems == []
+    assert (analysis.flows_read, analysis.analyzed, len(analysis.skipped)) == (5, 4, 1), analysis.skipped
+    (skipped,) = analysis.skipped
+    assert (skipped["source"], skipped["index"], skipped["flow_id"]) == (str(tmp_path / "damaged.har"), 2, None)
+    assert re.search(rf"^HAR entry {BAD_ENTRY}\b", skipped["reason"]), skipped
+    assert re.search(reason, skipped["reason"]), skipped
+    # The four others give the calls they give without the bad entry.
+    assert verdicts(analysis.calls) == verdicts(analyze([write_har(tmp_path / "good.har", good_only)]).calls)
+    assert len(analysis.calls) == 4
+
+
+def test_har_with_a_bom_is_read(real_har: dict[str, Any], tmp_path: Path) -> None:
+    path = tmp_path / "bom.har"
+    path.write_bytes(b"\xef\xbb\xbf" + json.dumps(real_har, indent=4).encode())
+    analysis = analyze([path])
+    assert analysis.read_problems == []
+    assert (analysis.flows_read, analysis.analyzed, len(analysis.calls)) == (5, 5, 5)
+
+
+NOT_HAR = {
+    "no log": ({"version": "1.2", "entries": []}, r'no "log" object'),
+    "log not an object": ({"log": [1, 2]}, r'"log" is a JSON array, not an object'),
+    "no entries": ({"log": {"version": "1.2", "pages": []}}, r'no "entries" list in "log"'),
+    "entries not a list": ({"log": {"version": "1.2", "entries": {}}}, r'"log.entries" is a JSON object, not a list'),
+    "entries null": ({"log": {"version": "1.2", "entries": None}}, r'"log.entries" is a JSON null, not a list'),
+}
+
+
+@pytest.mark.parametrize("kind", NOT_HAR)
+def test_json_without_har_entries_is_one_problem_saying_what_is_missing(tmp_path: Path, kind: str) -> None:
+    document, missing = NOT_HAR[kind]
+    path = write_har(tmp_path / "other.json", document)
+    analysis = analyze([path])
+    problem = only_problem(analysis, path)
+    assert problem["reason"].startswith("JSON but not a HAR file: "), problem
+    assert re.search(missing, problem["reason"]), problem
+    assert problem["flows_read"] == 0, problem
+    assert (analysis.flows_read, analysis.analyzed, analysis.skipped) == (0, 0, [])
+
+
+def test_har_without_entries_is_one_problem_saying_it_is_empty(real_har: dict[str, Any], tmp_path: Path) -> None:
+    path = write_har(tmp_path / "nothing.har", {"log": {**real_har["log"], "entries": []}})
+    analysis = analyze([path])
+    problem = only_problem(analysis, path)
+    assert problem["reason"] == "empty HAR file: no entries in it", problem
+    assert EMPTY.search(problem["reason"]), problem
+    assert (analysis.flows_read, analysis.analyzed, analysis.skipped) == (0, 0, [])
+
+
+def test_har_cut_short_is_one_problem_saying_truncated(real_har: dict[str, Any], tmp_path: Path) -> None:
+    text = json.dumps(real_har, indent=4).encode()
+    path = tmp_path / "cut.har"
+    for cut in (1, len(text) // 3, len(text) // 2, len(text) - 1):
+        path.write_bytes(text[:cut])
+        analysis = analyze([path])
+        problem = only_problem(analysis, path)
+        assert problem["reason"].startswith("HAR file truncated: the JSON ends early ("), (cut, problem)
+        assert re.search(r", line \d+ column \d+\)$", problem["reason"]), (cut, problem)
+        assert 0 <= problem["offset"] <= cut, (cut, problem)
+        assert (analysis.flows_read, analysis.analyzed, analysis.skipped) == (0, 0, [])
+
+
+def test_invalid_json_har_is_one_problem_saying_where(real_har: dict[str, Any], tmp_path: Path) -> None:
+    text = json.dumps(real_har, indent=4)
+    at = text.index('"entries"')
+    path = tmp_path / "bad.har"
+    path.write_text(text[:at] + "entries" + text[at + len('"entries"') :])  # a key without its quotes
+    line = text.count("\n", 0, at) + 1
+    column = at - text.rindex("\n", 0, at)
+    analysis = analyze([path])
+    problem = only_problem(analysis, path)
+    assert problem["reason"] == (
+        f"HAR file is invalid JSON (Expecting property name enclosed in double quotes, line {line} column {column})"
+    ), problem
+    assert problem["offset"] == at, problem
+    assert UNREADABLE.search(problem["reason"]), problem
+    assert (analysis.flows_read, analysis.analyzed, analysis.skipped) == (0, 0, [])
+
+
+def test_cli_export_of_har_with_a_bad_entry_lists_it_as_skipped(real_har: dict[str, Any], tmp_path: Path) -> None:
+    damaged = json.loads(json.dumps(real_har))
+    del damaged["log"]["entries"][BAD_ENTRY]["request"]
+    path = write_har(tmp_path / "damaged.har", damaged)
+    done, document = export_json(path)
+    assert "Traceback" not in done.stderr, done.stderr
+    assert len(document["calls"]) == 4, document["calls"]
+    (skipped,) = document["skipped"]
+    assert skipped["reason"] == f"HAR entry {BAD_ENTRY} not readable: missing field 'request'", skipped
+    assert skipped["index"] == BAD_ENTRY, skipped
+    assert document["summary"]["flows_read"] == 5, document["summary"]
