@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mcp_blackbox.addon.jsonrpc import MCP_REQUEST_HEADERS
-from mcp_blackbox.analyzer.call_record import COLUMNS, call_record
+from mcp_blackbox.analyzer.call_record import call_record
 from mcp_blackbox.analyzer.classify import CaptureFacts, apply_verdict, protocol_version
 from mcp_blackbox.analyzer.extract import Extracted, extract_messages
 from mcp_blackbox.analyzer.load import LoadReport, read_exchanges
@@ -37,11 +37,24 @@ class Analysis:
         """The calls as the export contract has them, in the order they started."""
         return [call_record(c, protocol_version(c, self.facts)) for c in self.call_objects]
 
-    @property
-    def calls_frame(self) -> pd.DataFrame:
-        import pandas as pd  # here, not at the top: pandas alone would double the CLI's memory
+    def to_pandas(self, *, redact: bool = True) -> pd.DataFrame:
+        """The calls as a frame with explicit dtypes (analyzer/frames.py); evidence and error
+        messages redacted like the export's unless ``redact=False``."""
+        from mcp_blackbox.analyzer.export import iter_records
+        from mcp_blackbox.analyzer.frames import calls_frame
 
-        return pd.DataFrame(self.calls, columns=COLUMNS)
+        return calls_frame(iter_records(self, redact=redact))
+
+    def retry_groups_to_pandas(self) -> pd.DataFrame:
+        """The retry groups as a frame with explicit dtypes, one row per group."""
+        from mcp_blackbox.analyzer.frames import retry_groups_frame
+
+        return retry_groups_frame(group.record() for group in self.retry_groups)
+
+    @cached_property
+    def calls_frame(self) -> pd.DataFrame:
+        """``to_pandas()``, built once."""
+        return self.to_pandas()
 
     @property
     def flows_read(self) -> int:
