@@ -15,21 +15,40 @@ import re
 from typing import Any
 from urllib.parse import unquote, urlsplit, urlunsplit
 
-SECRET_HEADERS = frozenset(
-    {"authorization", "proxy-authorization", "cookie", "set-cookie", "x-api-key", "api-key", "x-auth-token"}
-)
-# A header or field whose name contains one of these holds a secret.
-SECRET_WORDS = ("token", "secret", "password", "passwd", "apikey", "api_key", "api-key", "credential", "session_key")
-SECRET_FIELDS = frozenset({"authorization", "cookie", "private_key", "client_secret", "sig", "signature"})
+# One rule for every place a name is met (header, JSON member, query parameter, "name=value" in free text), on
+# the name lower-cased without "-" and "_": a secret is one of SECRET_NAMES or ends with one of SECRET_SUFFIXES,
+# unless NOT_SECRET has it. A suffix, not a substring: "token" inside a name is also how MCP and LLM APIs name
+# things that are no secret, and redacting those destroys what the report is for.
+SECRET_NAMES = frozenset({
+    "sig",  # presigned URLs (Azure SAS "sig=", signed query strings): the signature is the credential
+    "pwd",  # ODBC connection strings ("Pwd=") in error text; a directory would be "cwd" or "path"
+    "jwt",
+})  # fmt: skip
+SECRET_SUFFIXES = (
+    "token", "secret", "password", "passwd", "passphrase", "credential", "credentials", "signature",
+    "apikey", "accesskey", "secretkey", "privatekey", "sessionkey", "signingkey", "subscriptionkey",
+    "authorization", "cookie",
+)  # fmt: skip
+# Only names that end like a secret need to be here. Not needed, because no suffix catches them: token counts
+# ("maxTokens", "input_tokens": "tokens" is not "token"), "tokenType" / "token_type" (says "Bearer", not which
+# one), "nextCursor". Bare "key", "sessionId" and Mcp-Session-Id are no secret names either: "key" is any key
+# (idempotency, cache, sort), and the session id is how the report tells sessions apart.
+NOT_SECRET = frozenset({
+    "progresstoken",  # MCP: pairs progress notifications with the request they report on
+    "pagetoken", "nextpagetoken", "prevpagetoken", "previouspagetoken", "paginationtoken", "continuationtoken",
+    "nexttoken", "synctoken", "nextsynctoken",  # pagination and sync cursors: opaque positions, not access
+})  # fmt: skip
 BEARER = re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{6,}")
 # key=value or key: value in free text (logs, error messages), and "key": "value" in JSON that is only text
 # here: the analyzer cuts a tool's answer after 100 characters, and quotes it with repr() in the evidence.
-# The name may end a longer one (client_secret); a quoted value is taken whole, whatever it holds, up to its
-# closing quote (a backslash, or a run of them, escapes the next character) or the end of a cut text.
-SECRET_ASSIGNMENT = re.compile(
-    r"""(?is)(?<![a-z0-9])(access_token|refresh_token|token|api[_-]?key|secret|password)(["']?\s*[=:]\s*)"""
-    r"""(?:(["'])((?:\\+.|(?!\3)[^\\])*)(?:\3|\\*$)|([^\s&,;"']{4,}))"""
-)
+# The whole name is taken (client_secret, x-api-key, --password) and judged by is_secret_name, as in JSON.
+NAME_AND_SEPARATOR = re.compile(r"""(?<![\w-])([\w-]++)(["']?\s*[=:]\s*)""")
+# A quoted value is taken whole, whatever it holds, up to its closing quote (a backslash, or a run of them,
+# escapes the next character) or the end of a cut text; a bare one up to a space or a separator.
+SECRET_VALUE = re.compile(r"""(?s)(["'])((?:\\+.|(?!\1)[^\\])*)(?:\1|\\*$)|([^\s&,;"']{4,})""")
+# "Authorization: Bearer x" in free text: BEARER took the token and kept the scheme, as redact_headers does.
+# Only a value that is nothing else: what follows the marker in the same value is redacted with it.
+SCHEME_REDACTED = re.compile(r"""(["'])?(?i:bearer|basic) \[redacted \d+ chars\](?(1)(?:\1|$)|(?=[\s&,;"']|$))""")
 
 
 def marker(value: str) -> str:
@@ -37,14 +56,16 @@ def marker(value: str) -> str:
 
 
 def is_secret_name(name: str) -> bool:
-    lowered = name.lower()
-    return lowered in SECRET_FIELDS or lowered in SECRET_HEADERS or any(w in lowered for w in SECRET_WORDS)
+    normal = name.lower().replace("-", "").replace("_", "")
+    if normal in NOT_SECRET:
+        return False
+    return normal in SECRET_NAMES or normal.endswith(SECRET_SUFFIXES)
 
 
 def redact_headers(headers: dict[str, str]) -> dict[str, str]:
     out = {}
     for name, value in headers.items():
-        if name.lower() in SECRET_HEADERS or is_secret_name(name):
+        if is_secret_name(name):
             kind = value.split(" ", 1)[0] if name.lower() in ("authorization", "proxy-authorization") else ""
             out[name] = f"{kind} {marker(value)}".strip() if kind and " " in value else marker(value)
         else:
@@ -88,14 +109,25 @@ def redact_text(text: str) -> str:
 
 def _redact_free_text(text: str) -> str:
     text = BEARER.sub(lambda m: f"{m.group(1)} {marker(m.group(0))}", text)
-    return SECRET_ASSIGNMENT.sub(_redact_assignment, text)
-
-
-def _redact_assignment(match: re.Match[str]) -> str:
-    name, separator, quote, quoted, bare = match.groups()
-    if quote is not None:
-        return f"{name}{separator}{quote}{marker(quoted)}{quote}"
-    return f"{name}{separator}{marker(bare)}"
+    # A loop, not re.sub: after a name that is no secret the search goes on right after its separator, so a
+    # secret inside its value ("url=https://h/?token=...", 'error: "access_token=..."') is still found, and
+    # no value is read twice.
+    out = []
+    done = position = 0
+    while match := NAME_AND_SEPARATOR.search(text, position):
+        position = match.end()
+        if not is_secret_name(match.group(1)):
+            continue
+        if kept := SCHEME_REDACTED.match(text, position):
+            position = kept.end()
+            continue
+        if value := SECRET_VALUE.match(text, position):
+            quote, quoted, bare = value.groups()
+            out.append(text[done:position])
+            out.append(f"{quote}{marker(quoted)}{quote}" if quote is not None else marker(bare))
+            done = position = value.end()
+    out.append(text[done:])
+    return "".join(out)
 
 
 def redact_json(value: Any) -> Any:
