@@ -1,4 +1,4 @@
-"""One call as the export contract has it (DESIGN.md, "Export contract")."""
+"""One call as the export contract has it (docs/ARCHITECTURE.md, "Export contract")."""
 
 from __future__ import annotations
 

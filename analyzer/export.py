@@ -1,4 +1,4 @@
-"""The export contract (DESIGN.md): calls, retry groups, summary and skipped flows, as JSON or CSV.
+"""The export contract (docs/ARCHITECTURE.md): calls, retry groups, summary and skipped flows, as JSON or CSV.
 
 Records are built and written one call at a time, so exporting a large capture
 does not hold a second copy of it in memory.

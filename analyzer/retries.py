@@ -6,7 +6,7 @@ new one, in the same session or a fresh one, within a window after the
 failure. A resumed stream (GET with Last-Event-ID) is an attempt inside one
 call. Version negotiation and MRTR rounds are linked too, but they are not
 failures retried. Each link gets an origin, a confidence and its evidence;
-each group gets a safety verdict after the seed's retry decision table.
+each group gets a safety verdict (docs/ARCHITECTURE.md, "Retry origins, confidence, safety").
 """
 
 from __future__ import annotations
@@ -300,7 +300,7 @@ def _attempt_safety(before: Call, after: Call, facts: CaptureFacts) -> Safety:
         after.evidence = (*after.evidence, "retried unchanged after -32602 invalid params: it will fail again")
         notes.append(Safety.POINTLESS)
     tool = facts.tools.get(after.tool or "") or {}
-    hints = tool.get("annotations") if isinstance(tool.get("annotations"), dict) else {}
+    hints = given if isinstance(given := tool.get("annotations"), dict) else {}
     replayable = bool(hints.get("readOnlyHint") or hints.get("idempotentHint"))
     if after.method == "tools/call" and _effects_unknown(before) and not replayable:
         why = f"{before.outcome} left the tool's side effects unknown and {after.tool!r} is not marked "
@@ -310,7 +310,7 @@ def _attempt_safety(before: Call, after: Call, facts: CaptureFacts) -> Safety:
         _flag(after, Flag.UNSAFE_RETRY, why)
         notes.insert(0, Safety.UNSAFE)
     elif before.outcome in ANSWERED_WRONGLY:
-        # The seed's decision table: do not replay; keep the raw answer and find the defect.
+        # The server answered, so it ran: do not replay; keep the raw answer and find the defect.
         after.evidence = (*after.evidence, f"replayed after {before.outcome}: the server answered, so it ran")
         notes.append(Safety.DO_NOT_REPLAY)
     elif before.outcome == Outcome.TOOL_ERROR and after.method == "tools/call" and not replayable:

@@ -181,7 +181,7 @@ class Confidence(StrEnum):
 
 
 class Safety(StrEnum):
-    """A retry group's replay-safety verdict (the seed's retry decision table)."""
+    """A retry group's replay-safety verdict (a retry decision table: what a replay after each failure does)."""
 
     SAFE = "safe"
     UNSAFE = "unsafe"

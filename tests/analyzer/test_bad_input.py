@@ -7,7 +7,7 @@ capture and damaged: one bad entry among five (skipped, naming its index counted
 ``index`` in ``skipped``; the other four analyzed), JSON that is no HAR, a HAR without entries, and
 JSON that is invalid or cut short (one read problem each, saying why and where).
 
-DESIGN.md, export contract: ``skipped`` lists each flow not analyzed with the reason, so that
+docs/ARCHITECTURE.md, export contract: ``skipped`` lists each flow not analyzed with the reason, so that
 analyzed + skipped = flows read. What could not be read at all is in ``read_problems`` (source,
 reason, flows_read, offset).
 

@@ -198,7 +198,7 @@ def test_bit_flips(tmp_path: Path) -> None:
             seen["skipped" if analysis.skipped else "analyzed"] += 1
         for skipped in analysis.skipped:
             assert skipped["reason"].strip() and skipped["source"] == str(path), (where, skipped)
-    assert all(seen.values()), seen  # the seed gives all three cases
+    assert all(seen.values()), seen  # the fixed random seed gives all three cases
 
 
 def test_damage_inside_a_record_loses_that_record_only(tmp_path: Path) -> None:

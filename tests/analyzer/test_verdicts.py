@@ -1,4 +1,4 @@
-"""Every outcome and every flag of DESIGN.md, on small captures built with mitmproxy's classes."""
+"""Every outcome and every flag of docs/ARCHITECTURE.md, on small captures built with mitmproxy's classes."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Long fuzzing of mcp-blackbox (issue 6): the properties of tests/fuzz with many more examples.
+"""Long fuzzing of mcp-blackbox: the properties of tests/fuzz with many more examples.
 
     .venv/bin/python tests/fuzz/long_fuzz.py --seconds 600 --seed 1
 

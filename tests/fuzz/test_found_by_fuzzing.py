@@ -1,4 +1,4 @@
-"""What the fuzzing of issue 6 found, each failing example kept as a plain test (not marked fuzz).
+"""What property-based fuzzing found, each failing example kept as a plain test (not marked fuzz).
 
 Addon: a hook that raised logged "traffic is unaffected" and left the flow unannotated (or its stream
 record lost); analyzer: `analyze`, the report or an export raised, or a secret reached an export.

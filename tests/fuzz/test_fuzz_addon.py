@@ -1,4 +1,4 @@
-"""The addon's hooks and stream callable never raise and always forward the bytes they were given (issue 6).
+"""The addon's hooks and stream callable never raise and always forward the bytes they were given.
 
 Driven as mitmproxy drives them (responseheaders, then the stream callable chunk by chunk, then response,
 error or done), with random request and response headers, bodies and chunk sequences. A hook that

@@ -1,4 +1,4 @@
-"""The analyzer never raises on any input: every flow is analyzed or skipped with a reason (issue 6)."""
+"""The analyzer never raises on any input: every flow is analyzed or skipped with a reason."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Captured content never becomes markup, and secrets never reach the report or the exports (issue 6).
+"""Captured content never becomes markup, and secrets never reach the report or the exports.
 
 Random strings (markup, comment openers, "</script>", U+2028, NUL, any non-surrogate character) go into
 every captured field the report shows; the page must still parse into the template's own elements,

@@ -1,13 +1,13 @@
-"""The eleven synthetic cases of the seed article, as real HTTP exchanges recorded through mitmdump.
+"""Eleven scripted faults, one per layer and kind, as real HTTP exchanges recorded through mitmdump.
 
-The seed (shared/seeds/000_a797b36b83b3407e.txt) classifies one `tools/call` POST per case with a
-Node.js peer that answers a scripted (status, body). Here the same peer is a stdlib HTTP server,
-the same POST goes through mitmdump with the recording addon (reverse mode), and the analyzer reads
-the saved flow file: each call must get the outcome and layer the article gives. One mitmdump and
+Each case is one `tools/call` POST answered by a scripted (status, body): 503, a JSON-RPC error in a
+200, isError, a cut stream, a success-looking body on a 500, and so on. The peer is a stdlib HTTP
+server, the POST goes through mitmdump with the recording addon (reverse mode), and the analyzer reads
+the saved flow file: each call must get the outcome and layer its fault belongs to. One mitmdump and
 one upstream serve all cases; the upstream picks the script by path, ``POST /case/<name>``.
 
 None of these exchanges carries an MCP session, so each exchange is its own pairing scope: every
-request has id 1, and a call may only be answered from its own exchange (DESIGN.md, "Call").
+request has id 1, and a call may only be answered from its own exchange (docs/ARCHITECTURE.md, "Call").
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ NOT_AN_ARRAY = {
 
 Reply = tuple[int, Any]  # (HTTP status, body: JSON-encoded unless already a str)
 
-# Case name -> the upstream's answer to the 1st, 2nd, ... POST on /case/<name> (the seed's `withPeer`).
+# Case name -> the upstream's answer to the 1st, 2nd, ... POST on /case/<name>.
 SCRIPTS: dict[str, list[Reply]] = {
     "baseline": [(200, GOOD)],
     "explicit_http_503_then_200": [(503, {"note": "synthetic outage"}), (200, GOOD)],
@@ -157,7 +157,7 @@ def recording(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Recording]:
         try:
             statuses: dict[str, list[int]] = {}
             for name, script in SCRIPTS.items():
-                for _ in script:  # the 503 case: the test itself sends the second POST, as the seed does
+                for _ in script:  # the 503 case: the test itself sends the second POST, as an application would
                     response = http_request(
                         proxy.port, "POST", f"/case/{name}", REQUEST, {"accept": "application/json"}
                     )
@@ -195,7 +195,7 @@ def describe(calls: list[dict[str, Any]]) -> str:
 
 
 @pytest.mark.parametrize("name", list(EXPECTED))
-def test_seed_case_outcome(analysis: Any, recording: Recording, name: str) -> None:
+def test_each_scripted_fault_gets_its_outcome_and_layer(analysis: Any, recording: Recording, name: str) -> None:
     calls = tool_calls_of_case(analysis, recording, name)
     expected = EXPECTED[name]
     assert len(calls) == len(expected), f"{name}: one tools/call per POST expected, got:\n{describe(calls)}"
@@ -210,7 +210,7 @@ def test_seed_case_outcome(analysis: Any, recording: Recording, name: str) -> No
 
 
 def test_success_looking_body_on_500_is_flagged_status_mismatch(analysis: Any, recording: Recording) -> None:
-    # DESIGN.md: HTTP_STATUS_MISMATCH = a JSON-RPC error with 4xx, or a result with non-2xx.
+    # docs/ARCHITECTURE.md: HTTP_STATUS_MISMATCH = a JSON-RPC error with 4xx, or a result with non-2xx.
     (call,) = tool_calls_of_case(analysis, recording, "transport_precedence")
     assert "HTTP_STATUS_MISMATCH" in call["flags"], describe([call])
 

@@ -1,0 +1,78 @@
+"""The report page keeps its own rules: only its own script runs, requests read as sent, and what is
+not a failure (an input_required round) is neither red nor the call the page opens on."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import re
+from pathlib import Path
+
+from mcp_blackbox.analyzer.report import write_report
+
+from tests.analyzer.flows import exchange, result, text_result, tool_call, write
+from tests.support.browser import inspect_report
+
+
+def small_capture(tmp_path: Path, path: str = "/mcp") -> Path:
+    return write(
+        tmp_path,
+        exchange(tool_call(1, "ask"), path=path, body=result(1, {"resultType": "input_required"}), at=100.0),
+        exchange(tool_call(2, "write"), body=result(2, text_result("boom", isError=True)), at=101.0),
+        exchange(tool_call(3, "echo"), body=result(3, text_result("ok")), at=102.0),
+    )
+
+
+def csp_of(html: str) -> str:
+    found = re.search(r'http-equiv="Content-Security-Policy" content="([^"]*)"', html)
+    assert found is not None
+    return found.group(1).replace("&#39;", "'")
+
+
+def test_policy_names_the_page_script_and_style_by_hash_and_nothing_inline(tmp_path: Path) -> None:
+    report = tmp_path / "report.html"
+    write_report([small_capture(tmp_path)], report)
+    html = report.read_text(encoding="utf-8")
+    policy = csp_of(html)
+    assert "unsafe-inline" not in policy and "default-src 'none'" in policy
+    script = re.search(r"<script>(.*?)</script>", html, re.S)
+    assert script is not None
+    digest = base64.b64encode(hashlib.sha256(script.group(1).encode()).digest()).decode()
+    assert f"script-src 'sha256-{digest}'" in policy
+
+
+def test_markup_that_escaped_escaping_would_not_run(tmp_path: Path) -> None:
+    """If an escaping bug ever let a script into the page, the policy still stops it; the page's own runs."""
+    report = tmp_path / "report.html"
+    write_report([small_capture(tmp_path)], report)
+    html = report.read_text(encoding="utf-8")
+    injected = '<script>window.__injected = 1</script><img src="data:," onerror="window.__injected = 2">'
+    report.write_text(html.replace("<h2>Timeline</h2>", injected + "<h2>Timeline</h2>", 1), encoding="utf-8")
+    seen = inspect_report(report, [{"do": "eval", "expression": "String(window.__injected)"}])
+    assert seen["ready_error"] is None, "the page's own script ran"
+    assert seen["results"][0]["value"] == "undefined"
+
+
+def test_request_line_is_shown_as_sent(tmp_path: Path) -> None:
+    sent = "/mcp?tag=a&tag=b&q=x%20y"
+    data = write_report([small_capture(tmp_path, sent)], tmp_path / "report.html")
+    first = data["details"][data["calls"][0][0]]["exchanges"][0]
+    assert first["request"]["line"] == f"POST http://127.0.0.1:8000{sent}"
+
+
+def test_input_required_is_not_red_and_the_page_opens_on_the_first_failure(tmp_path: Path) -> None:
+    report = tmp_path / "report.html"
+    data = write_report([small_capture(tmp_path)], report)
+    outcomes = {row[0]: row[5] for row in data["calls"]}
+    assert sorted(outcomes.values()) == ["INPUT_REQUIRED", "TOOL_ERROR", "TOOL_SUCCESS"]
+    cards = "Array.from(document.querySelectorAll('.card.bad')).map(c => c.textContent.trim()).join('|')"
+    seen = inspect_report(
+        report,
+        [
+            {"do": "eval", "expression": "document.getElementById('details').dataset.callId"},
+            {"do": "eval", "expression": cards},
+        ],
+    )
+    opened = seen["results"][0]["value"]
+    assert outcomes[opened] == "TOOL_ERROR"
+    assert "INPUT_REQUIRED" not in seen["results"][1]["value"] and "TOOL_ERROR" in seen["results"][1]["value"]
