@@ -42,7 +42,7 @@ if __package__ in (None, "") or __name__.startswith("__mitmproxy_script__"):
 from mcp_blackbox.addon.exchange_view import console_line, describe, recorded_events
 from mcp_blackbox.addon.mcp_detect import McpEndpoints, request_messages
 from mcp_blackbox.addon.stream_tap import StreamTap
-from mcp_blackbox.analyzer.live import judge_flow_state
+from mcp_blackbox.analyzer.live import judge_flow
 from mitmproxy import ctx, exceptions, flowfilter, http
 from mitmproxy.utils import human
 
@@ -65,6 +65,7 @@ def never_raises[Hook: Callable[..., Any]](hook: Hook) -> Hook:
             logger.exception("mcp_blackbox: %s failed; traffic is unaffected", hook.__name__)
             return None
 
+    # functools.wraps gives the wrapper the hook's signature; mypy types it as _Wrapped, not Hook.
     return guarded  # type: ignore[return-value]
 
 
@@ -184,7 +185,7 @@ class McpRecorder:
             record["mcp"] = reason
             # In the state before judging it: the verdict reads the stream record like the analyzer does.
             flow.metadata[METADATA_KEY] = record
-            verdict = judge_flow_state(flow.get_state())
+            verdict = judge_flow(flow)
             record["failure"] = verdict.reason if verdict.failed else None
             record["pending"] = verdict.reason if verdict.pending else None
             if verdict.failed:

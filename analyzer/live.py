@@ -20,6 +20,8 @@ from mcp_blackbox.analyzer.load import LoadReport, exchange_from_state
 from mcp_blackbox.analyzer.pair import pair_messages, scope_of
 from mcp_blackbox.analyzer.records import C2S, Call, Exchange
 from mcp_blackbox.analyzer.vocabulary import Outcome
+from mitmproxy import http
+from mitmproxy.version import FLOW_FORMAT_VERSION
 
 REASON_LIMIT = 240  # characters of evidence on a console line or a mitmweb comment
 
@@ -45,8 +47,30 @@ class LiveVerdict:
 NOTHING_TO_SAY = LiveVerdict(False, False, None)
 
 
+def judge_flow(flow: http.HTTPFlow) -> LiveVerdict:
+    """The verdict of a flow as it ends (its metadata already holding the addon's stream record)."""
+    return judge_flow_state(flow_state(flow))
+
+
+def flow_state(flow: http.HTTPFlow) -> dict[str, Any]:
+    """The parts of ``flow.get_state()`` that the analysis reads (``FLOW_FIELDS``, as the file reader
+    decodes them): the whole state would copy both connections, which costs more than the verdict."""
+    return {
+        "id": flow.id,
+        "type": flow.type,
+        "version": FLOW_FORMAT_VERSION,
+        "request": flow.request.get_state(),
+        "response": flow.response.get_state() if flow.response is not None else None,
+        "error": flow.error.get_state() if flow.error is not None else None,
+        "metadata": flow.metadata,
+        "client_conn": {"id": flow.client_conn.id},
+        "timestamp_created": flow.timestamp_created,
+        "websocket": flow.websocket is not None or None,
+    }
+
+
 def judge_flow_state(state: dict[str, Any]) -> LiveVerdict:
-    """The verdict of a flow's state (``flow.get_state()``: what the flow file will hold)."""
+    """The verdict of a flow's state, as a flow file holds it."""
     exchange = exchange_from_state(state, "live", 0, LoadReport(), keep_all=False)
     return judge_exchange(exchange) if exchange is not None else NOTHING_TO_SAY
 
