@@ -132,12 +132,13 @@ def _final_answer(call: Call, evidence: list[str]) -> Message | None:
     if not answers:
         return None
     if len(answers) > 1:
-        call.flags.append(Flag.DUPLICATE_RESPONSE)
+        # Still a list: apply_verdict makes it a tuple only after classify_call returns (records.Call).
+        call.flags.append(Flag.DUPLICATE_RESPONSE)  # type: ignore[union-attr]
         evidence.append(f"{len(answers)} responses to one request; the first counts")
     return answers[0]
 
 
-def _answer_flags(call: Call, answer: Message, evidence: list[str]) -> list[str]:
+def _answer_flags(call: Call, answer: Message, evidence: list[str]) -> list[Flag]:
     if answer.exchange is call.exchange:
         return []
     carrier = answer.exchange
@@ -186,7 +187,7 @@ def _classify_unanswered(call: Call, facts: CaptureFacts, evidence: list[str]) -
 
 
 def _classify_tool_result(
-    call: Call, result: ResultShape, facts: CaptureFacts, evidence: list[str], flags: list[str]
+    call: Call, result: ResultShape, facts: CaptureFacts, evidence: list[str], flags: list[Flag]
 ) -> Verdict:
     if result.kind != "object":
         evidence.append(f"tools/call result is not an object but {json_article(result.kind)}")
@@ -220,8 +221,8 @@ def json_article(kind: str) -> str:
     return f"an {kind}" if kind[0] in "aeiou" else f"a {kind}"
 
 
-def _success_flags(call: Call, result: ResultShape, facts: CaptureFacts, evidence: list[str]) -> list[str]:
-    flags = []
+def _success_flags(call: Call, result: ResultShape, facts: CaptureFacts, evidence: list[str]) -> list[Flag]:
+    flags: list[Flag] = []
     if result.content_count == 0 and result.structured is MISSING:
         evidence.append("isError false, but nothing returned")
         flags.append(Flag.EMPTY_RESULT)

@@ -49,11 +49,12 @@ def decode_body(body: bytes | None, headers: dict[str, str]) -> tuple[str | None
         if coding == "identity":
             continue
         try:
-            data = encoding.decode(data, coding)
+            decoded = encoding.decode(data, coding)
         except (ValueError, TypeError) as e:  # TypeError: a text-to-text codec (rot13) named as the coding
             return None, f"cannot decode {coding} body: {e}"
-        if not isinstance(data, bytes):  # a bytes-to-text codec (utf-8) named as the coding
+        if not isinstance(decoded, bytes):  # a bytes-to-text codec (utf-8) named as the coding
             return None, f"cannot decode {coding} body: {coding} is not a content-encoding"
+        data = decoded
     charset = "utf-8"
     for part in headers.get("content-type", "").split(";")[1:]:
         name, _, value = part.strip().partition("=")

@@ -15,7 +15,7 @@ import json
 import math
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -53,7 +53,7 @@ class LoadReport:
         self.problems.append({"source": source, "reason": reason, "offset": offset, "flows_read": flows_read})
 
 
-def read_exchanges(paths: list[str | Path], report: LoadReport, *, keep_all: bool = False) -> Iterator[Exchange]:
+def read_exchanges(paths: Sequence[str | Path], report: LoadReport, *, keep_all: bool = False) -> Iterator[Exchange]:
     """``keep_all``: every header and the whole stream record, for a report's details."""
     for path in paths:
         source = str(path)

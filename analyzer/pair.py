@@ -65,6 +65,7 @@ def pair_messages(messages: list[Message]) -> Pairing:
             if message.kind == "request":
                 key = (scope, message.direction, message.key_id)
                 if key in by_key:
+                    # A new Call's flags and evidence are lists until apply_verdict (records.Call).
                     call.flags.append(Flag.ID_REUSED)  # type: ignore[union-attr]
                     call.evidence.append(  # type: ignore[union-attr]
                         f"id {message.id!r} was used before in {scope}"
@@ -85,8 +86,8 @@ def pair_messages(messages: list[Message]) -> Pairing:
             continue
         # A result, an error, or something that should have been one.
         key = (scope, _opposite(message.direction), message.key_id)
-        call = by_key.get(key) if message.id is not None else None
-        if call is None:
+        answered = by_key.get(key) if message.id is not None else None
+        if answered is None:
             on_exchange = _answerable(by_request_exchange.get(message.exchange.flow_id, []), message)
             if message.id is None or message.kind == "invalid":
                 # Unreadable, or an error without a usable id: it answers the exchange that carried it.
@@ -97,8 +98,8 @@ def pair_messages(messages: list[Message]) -> Pairing:
                 on_exchange.note_stray(message)
             out.orphans.append(message)
             continue
-        call.responses.append(message)
-        call.add_exchange(message.exchange)
+        answered.responses.append(message)
+        answered.add_exchange(message.exchange)
     return out
 
 

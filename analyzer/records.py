@@ -164,13 +164,13 @@ class Call:
         """A notification that belongs to this call."""
         if not self.notifications:
             self.notifications = []
-        self.notifications.append(message)  # type: ignore[union-attr]
+        self.notifications.append(message)
 
     def note_stray(self, message: Message) -> None:
         """An answer on this call's exchange that names another id."""
         if not self.stray:
             self.stray = []
-        self.stray.append(message)  # type: ignore[union-attr]
+        self.stray.append(message)
 
     def add_exchange(self, exchange: Exchange) -> None:
         if all(e is not exchange for e in self.exchanges):

@@ -44,19 +44,19 @@ def build_report(
     paths: Iterable[str | Path], *, redact: bool = True, analysis: Analysis | None = None
 ) -> dict[str, Any]:
     """The report's data; ``analysis`` of the same paths, if the caller has one already."""
-    paths = [str(p) for p in paths]
-    analysis = analysis if analysis is not None else analyze(paths)
+    sources = [str(p) for p in paths]
+    analysis = analysis if analysis is not None else analyze(sources)
     calls = analysis.call_objects
     origin = min((c.request.t for c in calls), default=0.0)
     lanes: dict[str, int] = {}
-    rows = [_row(call, origin, lanes, paths) for call in calls]
+    rows = [_row(call, origin, lanes, sources) for call in calls]
     chosen = _worth_opening(calls)
-    details = _details(paths, chosen, origin, redact)
+    details = _details(sources, chosen, origin, redact)
     text = redact_text if redact else (lambda s: s)
     for row in rows:
         row[17] = text(row[17])
     return {
-        "meta": _meta(analysis, paths, origin, redact),
+        "meta": _meta(analysis, sources, origin, redact),
         "columns": COLUMNS,
         "lanes": [{"id": lane, "label": _lane_label(lane)} for lane in lanes],
         "calls": rows,

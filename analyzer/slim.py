@@ -68,7 +68,7 @@ class RequestFacts:
 def request_facts(method: str, params: Any) -> RequestFacts:
     if not isinstance(params, dict):
         return RequestFacts(None, None, None, digest(params), None)
-    meta = params.get("_meta") if isinstance(params.get("_meta"), dict) else {}
+    meta = given if isinstance(given := params.get("_meta"), dict) else {}
     name = params.get("name")
     rounds = {k: params[k] for k in ("inputResponses", "requestState") if k in params}
     version = meta.get(VERSION_META)

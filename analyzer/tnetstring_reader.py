@@ -11,6 +11,7 @@ only those keys of a dict value.
 
 from __future__ import annotations
 
+import io
 from typing import Any, BinaryIO
 
 Want = bool | dict[str, "Want"]
@@ -50,12 +51,12 @@ def record_framed(record: bytes | None) -> bool:
     return record is not None and record.endswith(b"}")
 
 
-def read_record(handle: BinaryIO) -> bytes | None:
+def read_record(handle: io.BufferedReader) -> bytes | None:
     """The next record's payload and type tag (its length prefix read off); None at the end of the file."""
     digits = b""
     while True:
         # peek() may return less than asked near the end of its buffer: gather the prefix piecewise.
-        head = handle.peek(MAX_PREFIX + 1)[: MAX_PREFIX + 1 - len(digits)]  # type: ignore[attr-defined]
+        head = handle.peek(MAX_PREFIX + 1)[: MAX_PREFIX + 1 - len(digits)]
         if not head:
             if digits:
                 raise RecordCutShort("record cut short inside its length prefix")

@@ -461,7 +461,8 @@ class FaultLayer:
     async def _control(self, scope: Scope, receive: Receive, send: Send) -> None:
         body = await _read_body(receive)
         route = (scope["method"], scope["path"].removeprefix(CONTROL_PREFIX).rstrip("/"))
-        status, payload = 200, {"ok": True}
+        status = 200
+        payload: dict[str, Any] = {"ok": True}
         try:
             if route == ("POST", "faults"):
                 self.rules = [Rule.from_json(raw) for raw in json.loads(body or b"{}").get("rules", [])]
