@@ -36,12 +36,24 @@ chromium:
 
 browser-deps: chromium $(BROWSER_TESTS)/node_modules/.package-lock.json
 
-test: $(STAMP) $(TS_CLIENT)/node_modules/.package-lock.json browser-deps
-	$(BIN)/ruff check .
+test: $(STAMP) $(TS_CLIENT)/node_modules/.package-lock.json browser-deps lint
 	$(BIN)/pytest
+
+# The quick loop: unit, analyzer and fuzz tests and the checks of the sample and synthetic captures.
+# No test server, proxy, SDK client or browser is started (only the analyzer CLI, briefly); about 1 min.
+.PHONY: test-fast
+test-fast: $(STAMP)
+	$(BIN)/pytest tests/unit tests/analyzer tests/fuzz tests/test_sample_captures.py tests/test_synthetic_capture.py \
+		-m "not e2e and not load" --deselect tests/fuzz/test_fuzz_escaping.py::test_captured_text_in_chromium
+
+# mypy cannot follow the editable install's package-dir mapping: it reads mcp_blackbox through a tree of links.
+MYPY_SRC := $(VENV)/mypy-src
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
+	mkdir -p $(MYPY_SRC)/mcp_blackbox
+	for d in addon analyzer templates; do ln -sfn ../../../$$d $(MYPY_SRC)/mcp_blackbox/$$d; done
+	MYPYPATH=$(MYPY_SRC) $(BIN)/mypy -p mcp_blackbox.addon -p mcp_blackbox.analyzer -p tests.support
 
 bench-addon: $(STAMP)
 	$(BIN)/python tests/benchmarks/bench_addon.py

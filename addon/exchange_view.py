@@ -12,14 +12,13 @@ from urllib.parse import parse_qsl
 
 from mcp_blackbox.addon.jsonrpc import (
     JsonObject,
-    is_jsonrpc,
     is_response,
-    parse_messages,
     tool_name,
 )
-from mcp_blackbox.addon.mcp_detect import decoded_body, response_json_messages
+from mcp_blackbox.addon.mcp_detect import decoded_body
 from mcp_blackbox.addon.sse_framing import SseEvent, split_sse
 from mcp_blackbox.addon.stream_tap import StreamTap
+from mcp_blackbox.analyzer.live import LiveVerdict
 from mitmproxy import http
 
 
@@ -39,13 +38,11 @@ class ExchangeView:
 
 
 def describe(
-    flow: http.HTTPFlow, tap: StreamTap | None, requests: list[JsonObject], verdict: str | None
+    flow: http.HTTPFlow, tap: StreamTap | None, requests: list[JsonObject], verdict: LiveVerdict
 ) -> ExchangeView:
     """``requests``: the JSON-RPC messages of the request body (``request_messages``)."""
     first = requests[0] if requests else {}
     response = flow.response
-    events = recorded_events(flow) if tap is not None else None
-    answers = event_messages(events) if events is not None else response_json_messages(flow)
     end = (tap.end_time if tap else None) or (response.timestamp_end if response else None)
     if end is None and flow.error is not None:
         end = flow.error.timestamp
@@ -53,14 +50,14 @@ def describe(
         started=flow.request.timestamp_start,
         session=_session(flow),
         http_method=flow.request.method,
-        rpc_method=_rpc_method(requests, answers),
+        rpc_method=_rpc_method(requests, verdict.delivered),
         tool=tool_name(first),
         rpc_id=first.get("id"),
         status=response.status_code if response else None,
         content_type=(response.headers.get("content-type", "") if response else "").split(";")[0],
         duration_ms=(end - flow.request.timestamp_start) * 1000 if end else None,
-        events=sum(1 for e in events if not e.is_priming) if events is not None else None,
-        verdict=verdict,
+        events=verdict.events,
+        verdict=verdict.text,
     )
 
 
@@ -69,14 +66,6 @@ def recorded_events(flow: http.HTTPFlow) -> list[SseEvent]:
     body = decoded_body(flow.response) if flow.response is not None else None
     events, _ = split_sse(body or b"")
     return events
-
-
-def event_messages(events: list[SseEvent]) -> list[JsonObject]:
-    messages: list[JsonObject] = []
-    for event in events:
-        if event.data:
-            messages.extend(m for m in parse_messages(event.data) or [] if is_jsonrpc(m))
-    return messages
 
 
 def _session(flow: http.HTTPFlow) -> str | None:
@@ -88,17 +77,13 @@ def _session(flow: http.HTTPFlow) -> str | None:
     return query.get("sessionId") or query.get("session_id")
 
 
-def _rpc_method(requests: list[JsonObject], answers: list[JsonObject]) -> str | None:
+def _rpc_method(requests: list[JsonObject], delivered: str | None) -> str | None:
     for message in requests:
         if isinstance(message.get("method"), str):
             return message["method"]
     if requests and any(is_response(m) for m in requests):
         return "(response)"
-    # A GET stream: name what it delivered, e.g. a server request or a resumed answer.
-    for message in answers:
-        if isinstance(message.get("method"), str) and message["method"] != "notifications/progress":
-            return message["method"]
-    return None
+    return delivered  # a GET stream: what it delivered, e.g. a server request
 
 
 def console_line(view: ExchangeView) -> str:

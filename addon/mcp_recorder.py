@@ -192,7 +192,7 @@ class McpRecorder:
                 flow.marked = flow.marked or FAILURE_MARKER
                 flow.comment = flow.comment or f"MCP: {verdict.reason}"
             if self.console:
-                print(console_line(describe(flow, tap, requests, verdict.text)), flush=self.console_is_tty)
+                print(console_line(describe(flow, tap, requests, verdict)), flush=self.console_is_tty)
         if tap is not None or "mcp" in record:
             flow.metadata[METADATA_KEY] = record
 

@@ -10,7 +10,7 @@ this exchange are judged.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from operator import attrgetter
 from typing import Any
 
@@ -18,7 +18,7 @@ from mcp_blackbox.analyzer.classify import CaptureFacts, Verdict, classify_call
 from mcp_blackbox.analyzer.extract import extract_messages
 from mcp_blackbox.analyzer.load import LoadReport, exchange_from_state
 from mcp_blackbox.analyzer.pair import pair_messages, scope_of
-from mcp_blackbox.analyzer.records import C2S, Call, Exchange
+from mcp_blackbox.analyzer.records import C2S, S2C, Call, Exchange
 from mcp_blackbox.analyzer.vocabulary import Outcome
 from mitmproxy import http
 from mitmproxy.version import FLOW_FORMAT_VERSION
@@ -34,6 +34,9 @@ class LiveVerdict:
     failed: bool
     pending: bool  # an answer may still arrive on another exchange
     reason: str | None  # "OUTCOME: evidence" of the first failing (or pending) call
+    # Facts the console line shows, from the same reading (so the exchange is parsed once):
+    events: int | None = None  # SSE events with data or a retry (not priming), for an event stream
+    delivered: str | None = None  # the first method the server sent on it, progress aside (what a GET carried)
 
     @property
     def text(self) -> str | None:
@@ -45,6 +48,7 @@ class LiveVerdict:
 
 
 NOTHING_TO_SAY = LiveVerdict(False, False, None)
+PROGRESS = "notifications/progress"
 
 
 def judge_flow(flow: http.HTTPFlow) -> LiveVerdict:
@@ -85,10 +89,16 @@ def judge_exchange(exchange: Exchange) -> LiveVerdict:
     messages.sort(key=attrgetter("direction"))
     messages.sort(key=attrgetter("t"))
     calls = [
-        call
-        for call in pair_messages(messages).calls
-        if call.request.exchange is exchange and call.direction == C2S
+        call for call in pair_messages(messages).calls if call.request.exchange is exchange and call.direction == C2S
     ]
+    verdict = _verdict(calls, resumable)
+    # The console line's facts, from this same reading: the exchange is parsed once.
+    events = sum(1 for e in extracted.sse_events if not e.is_priming) if exchange.is_event_stream else None
+    sent = (m.method for m in messages if m.direction == S2C and m.method is not None and m.method != PROGRESS)
+    return replace(verdict, events=events, delivered=next(sent, None))
+
+
+def _verdict(calls: list[Call], resumable: bool) -> LiveVerdict:
     pending: LiveVerdict | None = None
     for call in calls:
         verdict = classify_call(call, CaptureFacts())

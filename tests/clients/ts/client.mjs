@@ -34,6 +34,10 @@
 //   A 405 to the GET is taken as "no SSE here" and ends resumption silently. A GET that succeeds is
 //   itself resumable and starts over at attempt 0 if it breaks too. The POST is never re-sent.
 // - The response that arrives on the resumed GET is delivered to the pending request by its JSON-RPC id.
+// - A response the transport cannot parse (bad JSON) or validate (e.g. both result and error) is dropped
+//   with onerror and nothing names the request it was for, so that request ends only at its timeout
+//   (-32001 after --timeout-ms). Tests that expect no answer pass a short --timeout-ms (about 2 s: past
+//   the resume GET 1 s after the stream ends); the 20000 default is for runs that expect answers.
 //
 // Progress caveat (shared/protocol.js, Protocol._onnotification vs _onresponse): notifications reach
 // their handler a microtask later, responses settle synchronously and remove the progress handler. The
