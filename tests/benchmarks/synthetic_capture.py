@@ -34,9 +34,10 @@ SDK clients through the addon), in reverse-proxy mode in front of ``http://127.0
                          TypeScript clients then time out and POST ``notifications/cancelled``
     no_response       1  ``flow.error`` and no response (client timeout or server closed)
 - The addon's record on every MCP flow (``flow.metadata["mcp_blackbox"]``: ``version``, ``mcp``,
-  ``failure``, and for event streams ``stream`` with ``chunks``, ``event_times``, ``ended``,
-  ``error``, ``end_time``, ...), and ``flow.marked``/``flow.comment`` on failures, as the addon
-  writes them. Event ids increase per client lane (one event store per server behind it).
+  ``failure`` and ``pending`` from the addon's own live verdict, and for event streams ``stream``
+  with ``chunks``, ``event_times``, ``ended``, ``error``, ``end_time``, ...), and
+  ``flow.marked``/``flow.comment`` on failures, as the addon writes them. Event ids increase per
+  client lane (one event store per server behind it).
 - A few non-MCP flows so that skipping is exercised: ``GET /favicon.ico`` (404 text/html),
   ``GET /healthz`` (200 plain JSON, not JSON-RPC) and TCP flows; at least one of each per capture.
 - Flows are written in completion order, as mitmproxy writes them (a standalone GET stream
@@ -67,11 +68,12 @@ from email.utils import formatdate
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from mcp_blackbox.analyzer.live import judge_flow
 from mitmproxy import connection, flow, http, tcp
 from mitmproxy import io as flow_io
 from mitmproxy.proxy.mode_specs import ProxyMode
 
-GENERATOR_VERSION = 1
+GENERATOR_VERSION = 2
 EPOCH = 1_796_000_000.0  # Nov 2026, like the sample captures; fixed so that output is deterministic
 UPSTREAM = ("127.0.0.1", 8000)
 LISTEN = ("127.0.0.1", 8080)
@@ -299,7 +301,7 @@ class Session:
 
     def http_503_retry(self) -> None:
         name, _, body = self.tool_request()
-        self.post_plain(body, 503, b"Service Unavailable", b"upstream unavailable", failure="HTTP 503")
+        self.post_plain(body, 503, b"Service Unavailable", b"upstream unavailable")
         self.t += self.rng.choice((1.0, 2.0, 4.0)) + self.rng.uniform(0, 0.05)
         self.gen.stats["retries"] += 1
         retry_id = self.take_id()
@@ -314,7 +316,6 @@ class Session:
             429,
             b"Too Many Requests",
             b"rate limit exceeded",
-            failure="HTTP 429",
             extra=((b"retry-after", str(retry_after).encode()),),
         )
         if self.rng.random() < 0.2:
@@ -331,20 +332,19 @@ class Session:
         _, rid, body = self.tool_request()
         code, message, _ = self.rng.choices(JSONRPC_ERRORS, [w for *_, w in JSONRPC_ERRORS])[0]
         answer = compact({"jsonrpc": "2.0", "id": rid, "error": {"code": code, "message": message}})
-        failure = f"JSON-RPC error {code}"
         if self.rng.random() < 0.5:
-            self.post_json(body, answer, latency=self.latency() / 2, failure=failure)
+            self.post_json(body, answer, latency=self.latency() / 2)
         else:
-            self.post_sse(body, [answer], failure=failure)
+            self.post_sse(body, [answer])
 
     def tool_is_error(self) -> None:
         name, rid, body = self.tool_request()
         text = f"Error executing tool {name}: {self.rng.choice(self.gen.texts)[:120]}"
         answer = self.answer(rid, {"content": [{"type": "text", "text": text}], "isError": True})
         if self.rng.random() < 0.6:
-            self.post_json(body, answer, latency=self.latency(), failure="tool isError")
+            self.post_json(body, answer, latency=self.latency())
         else:
-            self.post_sse(body, [answer], failure="tool isError")
+            self.post_sse(body, [answer])
 
     def sse_cut_resume(self) -> None:
         name, rid, body = self.tool_request(slow=True)
@@ -365,7 +365,7 @@ class Session:
         if self.rng.random() < 0.5:
             self.post_json(body, broken, latency=self.latency())
         else:
-            self.post_sse(body, [broken], failure="stream ended without the final response")
+            self.post_sse(body, [broken])
         if self.flavor == "ts":  # its request timeout fires, then it cancels
             self.t += 60.0
             reason = "McpError: MCP error -32001: Request timed out"
@@ -381,7 +381,7 @@ class Session:
         else:
             message, at = "server closed connection", end + self.latency()
         f = self.flow(client, server, request, None, error=(message, at))
-        self.annotate(f, f"no response: {message}")
+        self.annotate(f)
         self.add(f, at)
         self.t = at
 
@@ -436,12 +436,10 @@ class Session:
             if self.flavor == "py":
                 f.response.timestamp_end = end
                 meta = self.stream_meta(events, started, end + 0.0001, "complete", None)
-                failure = None
             else:
                 f.error = flow.Error(CLIENT_GONE, end)
                 meta = self.stream_meta(events, started, end + 0.0001, "client-abort", CLIENT_GONE)
-                failure = f"stream client-abort: {CLIENT_GONE}"
-            self.annotate(f, failure, meta)
+            self.annotate(f, meta)
             self.add(f, end + 0.0001)
         self.open_streams.clear()
 
@@ -500,7 +498,7 @@ class Session:
 
     # ------------------------------------------------------------------ exchanges
 
-    def post_json(self, body: bytes, answer: bytes, *, latency: float, failure: str | None = None) -> None:
+    def post_json(self, body: bytes, answer: bytes, *, latency: float) -> None:
         client, server = self.connection()
         req_end = self.t + self.rng.uniform(0.0003, 0.001)
         request = self.request(b"POST", body, self.t, req_end)
@@ -515,7 +513,7 @@ class Session:
         )
         response = http.Response(b"HTTP/1.1", 200, b"OK", headers, answer, None, resp_start, resp_end)
         f = self.flow(client, server, request, response)
-        self.annotate(f, failure)
+        self.annotate(f)
         self.add(f, resp_end)
         self.t = resp_end
         self.gen.stats["json_responses"] += 1
@@ -527,7 +525,6 @@ class Session:
         reason: bytes,
         text: bytes,
         *,
-        failure: str,
         extra: tuple[tuple[bytes, bytes], ...] = (),
     ) -> None:
         client, server = self.connection()
@@ -543,7 +540,7 @@ class Session:
         )
         response = http.Response(b"HTTP/1.1", status, reason, headers, text, None, resp_start, resp_start + 0.0004)
         f = self.flow(client, server, request, response)
-        self.annotate(f, failure)
+        self.annotate(f)
         self.add(f, resp_start + 0.0004)
         self.t = resp_start + 0.0004
         self.gen.stats[f"http_{status}"] += 1
@@ -553,7 +550,6 @@ class Session:
         body: bytes,
         messages: list[bytes],
         *,
-        failure: str | None = None,
         cut: bool = False,
         initialize: bool = False,
     ) -> float:
@@ -579,7 +575,6 @@ class Session:
             response = http.Response(b"HTTP/1.1", 200, b"OK", self.sse_headers(resp_start), b"", None, resp_start, None)
             f = self.flow(client, server, request, response, error=(CUT_ERROR, end))
             meta = self.stream_meta(events, started, end + 0.0001, "upstream-error", CUT_ERROR)
-            failure = f"stream upstream-error: {CUT_ERROR}"
             self.gen.stats["cut_streams"] += 1
         else:
             end = at + 0.0002
@@ -588,7 +583,7 @@ class Session:
             meta = self.stream_meta(events, started, end + 0.0001, "complete", None)
         assert f.response is not None
         f.response.raw_content = b"".join(data for _, data in events)
-        self.annotate(f, failure, meta, initialize=initialize)
+        self.annotate(f, meta, initialize=initialize)
         self.add(f, end + 0.0001)
         self.t = end
         self.gen.stats["sse_responses"] += 1
@@ -659,7 +654,7 @@ class Session:
         )
         response = http.Response(b"HTTP/1.1", status, reason, headers, b"", None, resp_start, resp_start + 0.0004)
         f = self.flow(client, server, request, response)
-        self.annotate(f, None)
+        self.annotate(f)
         self.add(f, resp_start + 0.0004)
         self.t = resp_start + 0.0004
 
@@ -872,24 +867,19 @@ class Session:
             f.error = flow.Error(*error)
         return f
 
-    def annotate(
-        self,
-        f: http.HTTPFlow,
-        failure: str | None,
-        stream: dict[str, Any] | None = None,
-        *,
-        initialize: bool = False,
-    ) -> None:
-        """What the addon puts on an MCP flow."""
+    def annotate(self, f: http.HTTPFlow, stream: dict[str, Any] | None = None, *, initialize: bool = False) -> None:
+        """What the addon puts on an MCP flow; its verdict by the addon's own rule (analyzer.live)."""
         record: dict[str, Any] = {"version": 1}
         if stream is not None:
             record["stream"] = stream
         record["mcp"] = "JSON-RPC request body" if initialize else "request header mcp-session-id"
-        record["failure"] = failure
         f.metadata[METADATA_KEY] = record
-        if failure:
+        verdict = judge_flow(f)
+        record["failure"] = verdict.reason if verdict.failed else None
+        record["pending"] = verdict.reason if verdict.pending else None
+        if verdict.failed:
             f.marked = FAILURE_MARKER
-            f.comment = f"MCP: {failure}"
+            f.comment = f"MCP: {verdict.reason}"
 
     def add(self, f: flow.Flow, completed: float) -> None:
         self.items.append((completed, len(self.items), f))

@@ -99,7 +99,7 @@ def test_stopping_mitmdump_mid_stream_writes_the_partial_stream(
     assert stream["ended"] == "proxy-shutdown"
     assert flow.response.raw_content == reader.received, "the file holds exactly what the client got"
     assert reader.received.count(b"notifications/progress") >= 3
-    assert flow.comment.startswith("MCP: stream proxy-shutdown")
+    assert flow.comment.startswith("MCP: STREAM_INCOMPLETE:") and "stream ended: proxy-shutdown" in flow.comment
 
 
 def assert_streamed_live(reader: StreamReader) -> None:
