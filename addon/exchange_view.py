@@ -10,6 +10,8 @@ import time
 from dataclasses import dataclass
 from urllib.parse import parse_qsl
 
+from mitmproxy import http
+
 from mcp_blackbox.addon.jsonrpc import (
     JsonObject,
     is_response,
@@ -19,7 +21,6 @@ from mcp_blackbox.addon.mcp_detect import decoded_body
 from mcp_blackbox.addon.sse_framing import SseEvent, split_sse
 from mcp_blackbox.addon.stream_tap import StreamTap
 from mcp_blackbox.analyzer.live import LiveVerdict
-from mitmproxy import http
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from urllib.parse import urljoin, urlsplit
 
-from mcp_blackbox.addon.jsonrpc import MCP_REQUEST_HEADERS, JsonObject, is_jsonrpc, parse_messages
 from mitmproxy import http
+
+from mcp_blackbox.addon.jsonrpc import MCP_REQUEST_HEADERS, JsonObject, is_jsonrpc, parse_messages
 
 # JSON-RPC bodies are small; a large upload is not worth parsing on the proxy's path.
 MAX_PEEK_BYTES = 1 << 20

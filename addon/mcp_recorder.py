@@ -39,12 +39,13 @@ if __package__ in (None, "") or __name__.startswith("__mitmproxy_script__"):
     _spec.submodule_search_locations = [str(Path(__file__).resolve().parent.parent)]
     sys.modules["mcp_blackbox"] = importlib.util.module_from_spec(_spec)
 
+from mitmproxy import ctx, exceptions, flowfilter, http
+from mitmproxy.utils import human
+
 from mcp_blackbox.addon.exchange_view import console_line, describe, recorded_events
 from mcp_blackbox.addon.mcp_detect import McpEndpoints, request_messages
 from mcp_blackbox.addon.stream_tap import StreamTap
 from mcp_blackbox.analyzer.live import judge_flow
-from mitmproxy import ctx, exceptions, flowfilter, http
-from mitmproxy.utils import human
 
 logger = logging.getLogger("mcp_blackbox")
 

@@ -12,10 +12,11 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from mitmproxy.net import encoding
+
 from mcp_blackbox.addon.sse_framing import SseEvent, split_sse
 from mcp_blackbox.analyzer.records import C2S, S2C, Exchange, Message
 from mcp_blackbox.analyzer.slim import capture_wide_body, error_facts, interned, reference, request_facts, result_shape
-from mitmproxy.net import encoding
 
 ID_DEPTH = 32  # levels of a list or object id that are kept (see _shallow)
 

@@ -14,14 +14,15 @@ from dataclasses import dataclass, replace
 from operator import attrgetter
 from typing import Any
 
+from mitmproxy import http
+from mitmproxy.version import FLOW_FORMAT_VERSION
+
 from mcp_blackbox.analyzer.classify import CaptureFacts, Verdict, classify_call
 from mcp_blackbox.analyzer.extract import extract_messages
 from mcp_blackbox.analyzer.load import LoadReport, exchange_from_state
-from mcp_blackbox.analyzer.pair import pair_messages, scope_of
+from mcp_blackbox.analyzer.pair import PROGRESS, pair_messages, scope_of
 from mcp_blackbox.analyzer.records import C2S, S2C, Call, Exchange
 from mcp_blackbox.analyzer.vocabulary import Outcome
-from mitmproxy import http
-from mitmproxy.version import FLOW_FORMAT_VERSION
 
 REASON_LIMIT = 240  # characters of evidence on a console line or a mitmweb comment
 
@@ -48,7 +49,6 @@ class LiveVerdict:
 
 
 NOTHING_TO_SAY = LiveVerdict(False, False, None)
-PROGRESS = "notifications/progress"
 
 
 def judge_flow(flow: http.HTTPFlow) -> LiveVerdict:

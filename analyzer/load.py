@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mitmproxy.version import FLOW_FORMAT_VERSION
+
 from mcp_blackbox.analyzer.records import Exchange
 from mcp_blackbox.analyzer.tnetstring_reader import (
     FLOW_FIELDS,
@@ -29,7 +31,6 @@ from mcp_blackbox.analyzer.tnetstring_reader import (
     read_record,
     record_framed,
 )
-from mitmproxy.version import FLOW_FORMAT_VERSION
 
 METADATA_KEY = "mcp_blackbox"
 # What the analysis reads of the addon's stream record (the per-chunk list is for the report).

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
+
 from mcp_blackbox.addon.sse_framing import split_sse
 from mcp_blackbox.analyzer.analysis import Analysis, analyze
 from mcp_blackbox.analyzer.classify import protocol_version

@@ -36,11 +36,11 @@ REPO = HERE.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))  # tests.support and addon, when run as a script
 
-from mcp_blackbox.addon.jsonrpc import parse_messages  # noqa: E402
-from mcp_blackbox.addon.sse_framing import split_sse  # noqa: E402
 from mitmproxy import io as flow_io  # noqa: E402
 from mitmproxy.http import HTTPFlow  # noqa: E402
 
+from mcp_blackbox.addon.jsonrpc import parse_messages  # noqa: E402
+from mcp_blackbox.addon.sse_framing import split_sse  # noqa: E402
 from tests.support.processes import run_py_client, run_ts_client, start_server  # noqa: E402
 from tests.support.proxy import start_mitmdump  # noqa: E402
 from tests.support.raw_http import Control  # noqa: E402

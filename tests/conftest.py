@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from mcp_blackbox.addon.mcp_recorder import McpRecorder
 from mitmproxy.test import taddons
+
+from mcp_blackbox.addon.mcp_recorder import McpRecorder
 
 
 @pytest.fixture

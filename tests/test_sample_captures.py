@@ -14,10 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mcp_blackbox.addon.jsonrpc import parse_messages
-from mcp_blackbox.addon.sse_framing import SseEvent, split_sse
 from mitmproxy import io as flow_io
 from mitmproxy.http import HTTPFlow
+
+from mcp_blackbox.addon.jsonrpc import parse_messages
+from mcp_blackbox.addon.sse_framing import SseEvent, split_sse
 
 SAMPLES = Path(__file__).resolve().parents[1] / "sample_captures"
 KEY = "mcp_blackbox"

@@ -15,12 +15,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mcp_blackbox.addon.sse_framing import split_sse
 from mitmproxy import io as flow_io
 from mitmproxy import tcp
 from mitmproxy.http import HTTPFlow
 from mitmproxy.io import tnetstring
 
+from mcp_blackbox.addon.sse_framing import split_sse
 from tests.benchmarks import synthetic_capture
 
 CALLS = 300

@@ -10,6 +10,7 @@ venv's console script and Python in that directory, never the checkout's code.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -192,6 +193,29 @@ def listening_port(listen_file: Path, recorder: subprocess.Popen[bytes], log: Pa
     return json.loads(listen_file.read_text())["listen_addrs"][0][1]
 
 
+@contextlib.contextmanager
+def recording(installed: Installed, argv: Sequence[str | Path], listen_file: Path, log: Path) -> Iterator[int]:
+    """Run a recorder (``mcp-blackbox record`` or ``mitmdump -s``) from the venv; hand over its port; stop it
+    with Ctrl-C as a user does and require a clean exit (it writes the flow file on the way)."""
+    with log.open("wb") as out:
+        recorder = subprocess.Popen(
+            [str(a) for a in argv],
+            cwd=installed.workdir,
+            env=installed.env(),
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=out,
+        )
+    try:
+        yield listening_port(listen_file, recorder, log)
+        returncode = stop_recorder(recorder, log)
+        assert returncode == 0, f"the recorder exited with {returncode}; log:\n{log.read_text(errors='replace')}"
+    finally:
+        if recorder.poll() is None:
+            recorder.kill()
+            recorder.wait()
+
+
 @pytest.fixture(scope="module")
 def capture(installed: Installed) -> dict[str, Any]:
     """Record one SDK client session through the venv's `mcp-blackbox record`; return what the client saw."""
@@ -201,26 +225,10 @@ def capture(installed: Installed) -> dict[str, Any]:
         Control(server.port).faults(WRITE_RECORD_503)
         argv = [installed.bin / "mcp-blackbox", "record", "--upstream", server.url(""), "-p", "0"]
         argv += ["--listen-file", "listen.json", "-w", "capture.flows", "-q"]
-        with log.open("wb") as out:
-            recorder = subprocess.Popen(
-                [str(a) for a in argv],
-                cwd=workdir,
-                env=installed.env(),
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=out,
-            )
-        try:
-            port = listening_port(workdir / "listen.json", recorder, log)
+        with recording(installed, argv, workdir / "listen.json", log) as port:
             client = run_py_client(f"http://127.0.0.1:{port}/mcp", STEPS, mode="legacy", timeout=30, step_timeout=10)
-            returncode = stop_recorder(recorder, log)
-        finally:
-            if recorder.poll() is None:
-                recorder.kill()
-                recorder.wait()
         server.assert_alive()
     recorded = log.read_text(errors="replace")
-    assert returncode == 0, f"mcp-blackbox record exited with {returncode}; log:\n{recorded}"
     assert "traffic is unaffected" not in recorded, f"an addon hook failed:\n{recorded}"
     assert (workdir / "capture.flows").stat().st_size > 0
     return client
@@ -369,24 +377,9 @@ def test_checkout_addon_runs_in_a_mitmproxy_without_mcp_blackbox(installed: Inst
     with start_server("stateful") as server:
         argv = [installed.bin / "mitmdump", "-s", REPO / "addon" / "mcp_recorder.py", "--mode"]
         argv += [f"reverse:{server.url('')}", "-p", "0", "--set", f"mcp_listen_file={listen}", "-w", flows]
-        with log.open("wb") as out:
-            recorder = subprocess.Popen(
-                [str(a) for a in argv],
-                cwd=workdir,
-                env=installed.env(),
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=out,
-            )
-        try:
-            port = listening_port(listen, recorder, log)
+        with recording(installed, argv, listen, log) as port:
             steps = [{"op": "call", "tool": "tool_error", "args": {"message": "no"}}]
             run_py_client(f"http://127.0.0.1:{port}/mcp", steps, mode="legacy", timeout=30, step_timeout=10)
-            assert stop_recorder(recorder, log) == 0
-        finally:
-            if recorder.poll() is None:
-                recorder.kill()
-                recorder.wait()
     console = log.read_text(errors="replace")
     assert "traffic is unaffected" not in console and "Traceback" not in console, console
     assert "tools/call tool_error" in console and "FAILED: TOOL_ERROR" in console, console

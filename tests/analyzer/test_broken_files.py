@@ -33,8 +33,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mcp_blackbox.analyzer import analyze
 from mitmproxy.io import tnetstring
+
+from mcp_blackbox.analyzer import analyze
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLES = REPO / "sample_captures"

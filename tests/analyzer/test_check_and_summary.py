@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from mcp_blackbox.analyzer import analyze
 from mcp_blackbox.analyzer.check import DEFAULT_FAIL_ON, FLAGS, LAYERS, OUTCOMES, matching_calls, parse_fail_on
 from mcp_blackbox.analyzer.summary_text import summary_text

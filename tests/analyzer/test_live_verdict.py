@@ -12,11 +12,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from mitmproxy import io as flow_io
+
 from mcp_blackbox.analyzer import analyze
 from mcp_blackbox.analyzer.live import judge_flow_state
 from mcp_blackbox.analyzer.records import C2S, Call
 from mcp_blackbox.analyzer.vocabulary import Flag, is_failure
-from mitmproxy import io as flow_io
 
 SAMPLES = sorted((Path(__file__).resolve().parents[2] / "sample_captures").glob("*.flows"))
 

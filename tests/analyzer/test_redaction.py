@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from mcp_blackbox.analyzer import analyze
 from mcp_blackbox.analyzer.export import write_json
 from mcp_blackbox.analyzer.redact import is_secret_name, marker, redact_headers, redact_json, redact_text, redact_url
 from mcp_blackbox.analyzer.report import build_report
-
 from tests.analyzer.flows import error, exchange, result, rpc, sse, text_result, tool_call, write
 
 # Fields of MCP (progress, pagination) and LLM APIs (sampling, usage) that are no secret.

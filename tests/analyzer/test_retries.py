@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 from mcp_blackbox.analyzer import analyze
-
 from tests.analyzer.flows import error, exchange, result, rpc, sse, text_result, tool_call, write
 
 WRITE_TOOL = {"name": "write_record", "annotations": {"readOnlyHint": False, "destructiveHint": True}}

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from mcp_blackbox.analyzer import analyze
 
 SAMPLES = Path(__file__).resolve().parents[2] / "sample_captures"

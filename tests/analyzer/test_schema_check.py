@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import BaseModel
+
 from mcp_blackbox.analyzer import analyze
 from mcp_blackbox.analyzer.schema_check import (
     MAX_CHARS,
@@ -16,8 +18,6 @@ from mcp_blackbox.analyzer.schema_check import (
     _validator,
     check_structured_content,
 )
-from pydantic import BaseModel
-
 from tests.analyzer.flows import exchange, result, rpc, text_result, tool_call, write
 
 

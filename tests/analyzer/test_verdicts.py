@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mcp_blackbox.analyzer import analyze
 from mitmproxy.net import encoding
 
+from mcp_blackbox.analyzer import analyze
 from tests.analyzer.flows import error, exchange, result, rpc, sse, text_result, tool_call, write
 
 SESSION = {"mcp-session-id": "s1"}

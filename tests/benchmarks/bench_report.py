@@ -23,9 +23,9 @@ REPO = HERE.parents[1]
 sys.path[:0] = [str(HERE), str(REPO)]
 
 from bench_analyzer import default_capture  # noqa: E402
-from mcp_blackbox.analyzer.report import write_report  # noqa: E402
 from synthetic_capture import generate  # noqa: E402
 
+from mcp_blackbox.analyzer.report import write_report  # noqa: E402
 from tests.support.browser import inspect_report  # noqa: E402
 
 FILTER = [{"do": "select", "selector": "#f-outcome", "value": "HTTP_ERROR"}, {"do": "count", "selector": ".row"}]

@@ -68,10 +68,11 @@ from email.utils import formatdate
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from mcp_blackbox.analyzer.live import judge_flow
 from mitmproxy import connection, flow, http, tcp
 from mitmproxy import io as flow_io
 from mitmproxy.proxy.mode_specs import ProxyMode
+
+from mcp_blackbox.analyzer.live import judge_flow
 
 GENERATOR_VERSION = 2
 EPOCH = 1_796_000_000.0  # Nov 2026, like the sample captures; fixed so that output is deterministic

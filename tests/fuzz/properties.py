@@ -19,6 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from hypothesis import strategies as st
+from mitmproxy import flow as mflow
+from mitmproxy import http
+from mitmproxy import io as flow_io
+from mitmproxy.test import taddons
+
 from mcp_blackbox.addon.mcp_recorder import METADATA_KEY, McpRecorder, is_event_stream, stream_end_reason
 from mcp_blackbox.analyzer import cli
 from mcp_blackbox.analyzer.analysis import Analysis, analyze
@@ -27,11 +32,6 @@ from mcp_blackbox.analyzer.extract import extract_messages
 from mcp_blackbox.analyzer.load import LoadReport, read_exchanges
 from mcp_blackbox.analyzer.report import build_report, render_report, script_json, write_report
 from mcp_blackbox.analyzer.vocabulary import Outcome
-from mitmproxy import flow as mflow
-from mitmproxy import http
-from mitmproxy import io as flow_io
-from mitmproxy.test import taddons
-
 from tests.fuzz import strategies
 from tests.fuzz.strategies import describe_flow
 

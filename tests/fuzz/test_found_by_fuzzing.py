@@ -12,6 +12,10 @@ import json
 from pathlib import Path
 
 import pytest
+from mitmproxy.http import Headers, HTTPFlow
+from mitmproxy.io import tnetstring
+from mitmproxy.test import tflow, tutils
+
 from mcp_blackbox.addon.mcp_recorder import METADATA_KEY, McpRecorder
 from mcp_blackbox.addon.sse_framing import split_sse
 from mcp_blackbox.addon.stream_tap import StreamTap
@@ -23,10 +27,6 @@ from mcp_blackbox.analyzer.report import build_report, write_report
 from mcp_blackbox.analyzer.schema_check import check_structured_content
 from mcp_blackbox.analyzer.slim import reads_like_error
 from mcp_blackbox.analyzer.tnetstring_reader import READ_PIECE, read_record
-from mitmproxy.http import Headers, HTTPFlow
-from mitmproxy.io import tnetstring
-from mitmproxy.test import tflow, tutils
-
 from tests.analyzer.flows import exchange, result, rpc, text_result, tool_call, write
 from tests.fuzz import properties
 

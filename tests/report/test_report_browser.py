@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mcp_blackbox.analyzer.report import write_report
 
+from mcp_blackbox.analyzer.report import write_report
 from tests.support.browser import inspect_report
 
 SAMPLES = sorted((Path(__file__).resolve().parents[2] / "sample_captures").glob("*.flows"))

@@ -9,7 +9,6 @@ import re
 from pathlib import Path
 
 from mcp_blackbox.analyzer.report import write_report
-
 from tests.analyzer.flows import exchange, result, text_result, tool_call, write
 from tests.support.browser import inspect_report
 

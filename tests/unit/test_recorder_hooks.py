@@ -6,12 +6,13 @@ import gzip
 import io
 
 import pytest
-from mcp_blackbox.addon.mcp_recorder import FAILURE_MARKER, METADATA_KEY, McpRecorder, stream_end_reason
-from mcp_blackbox.addon.stream_tap import StreamTap
 from mitmproxy import exceptions
 from mitmproxy import io as flow_io
 from mitmproxy.http import Headers, HTTPFlow
 from mitmproxy.test import taddons, tflow, tutils
+
+from mcp_blackbox.addon.mcp_recorder import FAILURE_MARKER, METADATA_KEY, McpRecorder, stream_end_reason
+from mcp_blackbox.addon.stream_tap import StreamTap
 
 PROGRESS = b'data: {"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":1,"progress":1}}\n\n'
 RESULT = b'data: {"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"ok"}]}}\n\n'

@@ -11,6 +11,7 @@ import re
 from pathlib import Path
 
 import pytest
+
 from mcp_blackbox.analyzer import vocabulary
 from mcp_blackbox.analyzer.vocabulary import (
     NOT_FAILURES,
