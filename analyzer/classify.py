@@ -18,6 +18,9 @@ from mcp_blackbox.analyzer.slim import MISSING, OMITTED, ResultShape, interned, 
 from mcp_blackbox.analyzer.vocabulary import Flag, Layer, Outcome
 
 MODERN = "2026-07-28"
+# Ends the evidence that only the whole capture can give ("not resumed later in the capture"): the live
+# verdict, which sees one exchange as it ends, leaves those lines out.
+CAPTURE_WIDE = " in the capture"
 
 
 @dataclass
@@ -169,7 +172,7 @@ def _classify_unanswered(call: Call, facts: CaptureFacts, evidence: list[str]) -
         else:
             evidence.append("capture without the addon: how the stream ended is not recorded")
     elif exchange.status == 202:
-        evidence.append("202 Accepted; the answer never arrived on a stream in the capture")
+        evidence.append("202 Accepted; the answer never arrived on a stream" + CAPTURE_WIDE)
     else:
         evidence.append("no JSON-RPC response in the body")
     if cancelled is not None:
@@ -178,7 +181,7 @@ def _classify_unanswered(call: Call, facts: CaptureFacts, evidence: list[str]) -
     if protocol_version(call, facts) == MODERN and exchange.is_event_stream:
         evidence.append("2026-07-28: a closed stream cancels the request (cancellation or loss)")
     elif exchange.is_event_stream:
-        evidence.append("not resumed later in the capture")
+        evidence.append("not resumed later" + CAPTURE_WIDE)
     if exchange.is_event_stream:
         return Verdict(Outcome.STREAM_INCOMPLETE, evidence)
     if exchange.status == 202:

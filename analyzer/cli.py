@@ -39,6 +39,13 @@ def mitmdump_executable() -> str:
     return found
 
 
+def installed_version() -> str:
+    try:
+        return importlib.metadata.version("mcp-blackbox")
+    except importlib.metadata.PackageNotFoundError:  # run from a tree that was never installed
+        return "(not installed)"
+
+
 def addon_path() -> Path:
     """The installed addon's script, for ``mitmdump -s`` and ``mitmweb -s``.
 
@@ -192,7 +199,7 @@ def fail_on_names(text: str) -> list[str]:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mcp-blackbox", description="Record and analyze MCP traffic (HTTP and SSE).")
-    parser.add_argument("--version", action="version", version=f"%(prog)s {importlib.metadata.version('mcp-blackbox')}")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {installed_version()}")
     commands = parser.add_subparsers(dest="command", required=True)
 
     record = commands.add_parser(

@@ -17,17 +17,15 @@ from typing import Any
 from mitmproxy import http
 from mitmproxy.version import FLOW_FORMAT_VERSION
 
-from mcp_blackbox.analyzer.classify import CaptureFacts, Verdict, classify_call
+from mcp_blackbox.analyzer.classify import CAPTURE_WIDE, MODERN, CaptureFacts, Verdict, classify_call, protocol_version
 from mcp_blackbox.analyzer.extract import extract_messages
 from mcp_blackbox.analyzer.load import LoadReport, exchange_from_state
 from mcp_blackbox.analyzer.pair import PROGRESS, pair_messages, scope_of
 from mcp_blackbox.analyzer.records import C2S, S2C, Call, Exchange
+from mcp_blackbox.analyzer.redact import redact_text
 from mcp_blackbox.analyzer.vocabulary import Outcome
 
 REASON_LIMIT = 240  # characters of evidence on a console line or a mitmweb comment
-
-# Evidence lines that restate a successful status line: the console line shows it already.
-_BASICS = ("HTTP 2", "content-type ")
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,14 +105,16 @@ def _verdict(calls: list[Call], resumable: bool) -> LiveVerdict:
         if _may_still_be_answered(call, verdict, resumable):
             pending = pending or LiveVerdict(False, True, _pending_reason(call, verdict))
             continue
-        return LiveVerdict(True, False, _reason(verdict))
+        return LiveVerdict(True, False, _reason(call, verdict))
     return pending or NOTHING_TO_SAY
 
 
 def _may_still_be_answered(call: Call, verdict: Verdict, resumable: bool) -> bool:
     if verdict.outcome is Outcome.NO_RESPONSE and call.exchange.status == 202:
         return True  # the answer comes on the session's stream (2024-11-05, or a 2025 server's choice)
-    return verdict.outcome is Outcome.STREAM_INCOMPLETE and resumable
+    # 2026-07-28 has no resumption: a closed stream cancels the request.
+    modern = protocol_version(call, CaptureFacts()) == MODERN
+    return verdict.outcome is Outcome.STREAM_INCOMPLETE and resumable and not modern
 
 
 def _pending_reason(call: Call, verdict: Verdict) -> str:
@@ -124,10 +124,12 @@ def _pending_reason(call: Call, verdict: Verdict) -> str:
     return f"stream ended ({stream.get('ended') or call.exchange.error}) before the answer; it can be resumed"
 
 
-def _reason(verdict: Verdict) -> str:
-    # What the whole capture would add ("not resumed later in the capture") is not known yet.
-    lines = [
-        line for line in verdict.evidence[1:] if not line.startswith(_BASICS) and not line.endswith("in the capture")
-    ]
-    text = f"{verdict.outcome}: {'; '.join(lines)}" if lines else str(verdict.outcome)
+def _reason(call: Call, verdict: Verdict) -> str:
+    exchange = call.exchange
+    # The console line shows the status and content type of a successful exchange already; what the whole
+    # capture would add ("not resumed later in the capture") is not known yet.
+    said = {f"HTTP {exchange.status}", f"content-type {exchange.content_type}"} if exchange.ok else set()
+    lines = [line for line in verdict.evidence[1:] if line not in said and not line.endswith(CAPTURE_WIDE)]
+    # It quotes what the server said (an error message, a body that is not JSON): redacted, like the export.
+    text = f"{verdict.outcome}: {redact_text('; '.join(lines))}" if lines else str(verdict.outcome)
     return text if len(text) <= REASON_LIMIT else text[: REASON_LIMIT - 1] + "…"

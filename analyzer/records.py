@@ -67,6 +67,11 @@ class Exchange:
         return self.response_headers.get("content-type", "").split(";")[0].strip().lower()
 
     @property
+    def ok(self) -> bool:
+        """A 2xx status."""
+        return self.status is not None and 200 <= self.status < 300
+
+    @property
     def is_event_stream(self) -> bool:
         return self.content_type == "text/event-stream"
 

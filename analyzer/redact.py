@@ -16,28 +16,36 @@ from typing import Any
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 # One rule for every place a name is met (header, JSON member, query parameter, "name=value" in free text), on
-# the name lower-cased without "-" and "_": a secret is one of SECRET_NAMES or ends with one of SECRET_SUFFIXES,
-# unless NOT_SECRET has it. A suffix, not a substring: "token" inside a name is also how MCP and LLM APIs name
-# things that are no secret, and redacting those destroys what the report is for.
+# the name lower-cased without "-" and "_". A name is secret when
+# - it holds one of SECRET_WORDS anywhere ("password", "api_keys", "credentials_json", "private_key_pem"):
+#   no MCP or LLM field uses these words for something else;
+# - or it ends with "token" or "tokens", or one of SECRET_SUFFIXES, or is one of SECRET_NAMES;
+# unless NOT_SECRET has it. "token" only at the end: it is also how MCP and LLM APIs name things that are no
+# secret (progressToken, token counts), and redacting those destroys what the report is for.
+SECRET_WORDS = (
+    "secret", "password", "passwd", "passphrase", "credential", "apikey", "accesskey", "secretkey", "privatekey",
+    "sessionkey", "signingkey", "subscriptionkey", "authorization", "cookie",
+)  # fmt: skip
+SECRET_SUFFIXES = ("token", "tokens", "signature", "signatures")
 SECRET_NAMES = frozenset({
     "sig",  # presigned URLs (Azure SAS "sig=", signed query strings): the signature is the credential
     "pwd",  # ODBC connection strings ("Pwd=") in error text; a directory would be "cwd" or "path"
     "jwt",
 })  # fmt: skip
-SECRET_SUFFIXES = (
-    "token", "secret", "password", "passwd", "passphrase", "credential", "credentials", "signature",
-    "apikey", "accesskey", "secretkey", "privatekey", "sessionkey", "signingkey", "subscriptionkey",
-    "authorization", "cookie",
-)  # fmt: skip
-# Only names that end like a secret need to be here. Not needed, because no suffix catches them: token counts
-# ("maxTokens", "input_tokens": "tokens" is not "token"), "tokenType" / "token_type" (says "Bearer", not which
-# one), "nextCursor". Bare "key", "sessionId" and Mcp-Session-Id are no secret names either: "key" is any key
-# (idempotency, cache, sort), and the session id is how the report tells sessions apart.
+# Names that end like a secret but are none. Not needed, because nothing catches them: "tokenType" /
+# "token_type" (says "Bearer", not which one), "nextCursor". Bare "key", "sessionId" and Mcp-Session-Id are no
+# secret names either: "key" is any key (idempotency, cache, sort), and the session id is how the report tells
+# sessions apart.
 NOT_SECRET = frozenset({
     "progresstoken",  # MCP: pairs progress notifications with the request they report on
     "pagetoken", "nextpagetoken", "prevpagetoken", "previouspagetoken", "paginationtoken", "continuationtoken",
     "nexttoken", "synctoken", "nextsynctoken",  # pagination and sync cursors: opaque positions, not access
 })  # fmt: skip
+# Token counts (MCP sampling's maxTokens, LLM usage records): numbers, not credentials.
+TOKEN_COUNTS = (
+    "maxtokens", "inputtokens", "outputtokens", "totaltokens", "prompttokens", "completiontokens",
+    "reasoningtokens", "cachedtokens", "audiotokens", "texttokens", "imagetokens", "numtokens", "counttokens",
+)  # fmt: skip
 BEARER = re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{6,}")
 # key=value or key: value in free text (logs, error messages), and "key": "value" in JSON that is only text
 # here: the analyzer cuts a tool's answer after 100 characters, and quotes it with repr() in the evidence.
@@ -57,9 +65,9 @@ def marker(value: str) -> str:
 
 def is_secret_name(name: str) -> bool:
     normal = name.lower().replace("-", "").replace("_", "")
-    if normal in NOT_SECRET:
+    if normal in NOT_SECRET or normal.endswith(TOKEN_COUNTS):
         return False
-    return normal in SECRET_NAMES or normal.endswith(SECRET_SUFFIXES)
+    return normal in SECRET_NAMES or normal.endswith(SECRET_SUFFIXES) or any(w in normal for w in SECRET_WORDS)
 
 
 def redact_headers(headers: dict[str, str]) -> dict[str, str]:

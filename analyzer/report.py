@@ -226,8 +226,9 @@ def render_report(data: dict[str, Any]) -> str:
     env.filters["script_json"] = script_json
     loader = env.loader
     assert loader is not None
-    style = loader.get_source(env, "report.css")[0] + outcome_classes()
-    script = loader.get_source(env, "report.js")[0]
+    # Line ends as a browser hashes them: a CRLF checkout must not break the policy's hashes.
+    style = (loader.get_source(env, "report.css")[0] + outcome_classes()).replace("\r\n", "\n")
+    script = loader.get_source(env, "report.js")[0].replace("\r\n", "\n")
     vocabulary = data["vocabulary"]
     return env.get_template("report.html.j2").render(
         data=data,

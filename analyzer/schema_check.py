@@ -12,21 +12,18 @@ import itertools
 import json
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError
-from jsonschema.protocols import Validator
-from jsonschema.validators import validator_for
-from referencing import Registry
-from referencing.exceptions import Unresolvable
+if TYPE_CHECKING:
+    from jsonschema.protocols import Validator
+
+# jsonschema is imported where a schema is checked, not here: the recorder imports the classifier
+# (analyzer.live) into mitmproxy, whose environment need not have jsonschema, and judges one exchange
+# at a time with no tools/list in view, so it never checks a schema.
 
 MAX_PROBLEMS = 5
 MAX_CHARS = 200  # per problem or reason: messages quote the offending value, which may be large
 
-# An empty registry: jsonschema's default one fetches remote $refs over the network. The meta-schemas
-# still resolve, because jsonschema adds its bundled ones to any registry it is given.
-_NO_RETRIEVAL = Registry()
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,16 +60,25 @@ def _validator(schema: Any) -> Validator | str:
 @lru_cache(maxsize=256)
 def _build(key: str) -> Validator | str:
     # Built from the key, not the caller's object: the validator keeps its schema, which must not change later.
+    from jsonschema import Draft202012Validator
+    from jsonschema.validators import validator_for
+    from referencing import Registry
+
     try:
         schema = json.loads(key)
         cls = validator_for(schema, default=Draft202012Validator)
         cls.check_schema(schema)
-        return cls(schema, registry=_NO_RETRIEVAL)
+        # An empty registry: jsonschema's default one fetches remote $refs over the network. The
+        # meta-schemas still resolve: jsonschema adds its bundled ones to any registry it is given.
+        return cls(schema, registry=Registry())
     except Exception as err:
         return _reason(err)
 
 
 def _reason(err: BaseException) -> str:
+    from jsonschema.exceptions import SchemaError
+    from referencing.exceptions import Unresolvable
+
     if isinstance(err, SchemaError):
         return _cut(f"the outputSchema is not a valid JSON Schema: {err.json_path}: {err.message}")
     if isinstance(err, Unresolvable):

@@ -65,7 +65,7 @@ _OUTCOME_FACTS: dict[Outcome, tuple[Layer, str, str]] = {
         Layer.TRANSPORT, "#d92d20", "The request went out; no HTTP response came (refused, reset, timed out)."
     ),
     Outcome.HTTP_ERROR: (
-        Layer.TRANSPORT, "#f04438", "A 4xx or 5xx without a JSON-RPC error in the body: 401, 404 (session gone), 429…"
+        Layer.TRANSPORT, "#f04438", "A status other than 2xx, without a JSON-RPC error in the body: 401, 404, 429, 503…"
     ),
     Outcome.STREAM_INCOMPLETE: (
         Layer.TRANSPORT, "#b42318", "The SSE stream started (HTTP 200) and ended before the answer."
@@ -85,7 +85,7 @@ _OUTCOME_FACTS: dict[Outcome, tuple[Layer, str, str]] = {
     Outcome.TOOL_ERROR: (Layer.APPLICATION, "#c11574", "The tool ran and reported a failure (isError: true)."),
     Outcome.TOOL_SUCCESS: (Layer.APPLICATION, "#12b76a", "A tools/call completed."),
     Outcome.SUCCESS: (Layer.APPLICATION, "#32d583", "Any other request completed."),
-    Outcome.ACCEPTED: (Layer.TRANSPORT, "#98a2b3", "A notification (or a client's answer), accepted with 202."),
+    Outcome.ACCEPTED: (Layer.TRANSPORT, "#98a2b3", "A notification, accepted (202, or another 2xx)."),
 }  # fmt: skip
 
 # INPUT_REQUIRED is a round of an interaction, not an error; everything else not listed failed.

@@ -367,11 +367,16 @@ def test_library_imports_the_installed_package_despite_a_local_analyzer_py(
 
 
 def test_checkout_addon_runs_in_a_mitmproxy_without_mcp_blackbox(installed: Installed) -> None:
-    """`mitmdump -s addon/mcp_recorder.py` from a checkout needs only mitmproxy: the package is removed
-    from the venv first (this test runs last), and the addon must still record and judge."""
-    succeeded(run([installed.bin / "python", "-m", "pip", "uninstall", "-y", "mcp-blackbox"], cwd=installed.workdir))
-    gone = installed.python("import mcp_blackbox.analyzer")
-    assert gone.returncode != 0 and "ModuleNotFoundError" in gone.stderr, quoted(gone)
+    """`mitmdump -s addon/mcp_recorder.py` from a checkout needs only mitmproxy: the package and the
+    dependencies mitmproxy does not share are removed from the venv first (this test runs last), and the
+    addon must still record and judge."""
+    pip = [installed.bin / "python", "-m", "pip"]
+    # jinja2 stays: mitmproxy needs it too (through flask), as `pip check` confirms.
+    succeeded(run([*pip, "uninstall", "-y", "mcp-blackbox", "jsonschema", "pandas"], cwd=installed.workdir))
+    succeeded(run([*pip, "check"], cwd=installed.workdir))
+    for module in ("mcp_blackbox.analyzer", "jsonschema", "pandas"):
+        gone = installed.python(f"import {module}")
+        assert gone.returncode != 0 and "ModuleNotFoundError" in gone.stderr, quoted(gone)
     workdir = installed.workdir
     log, listen, flows = workdir.parent / "checkout-addon.log", workdir / "listen2.json", workdir / "checkout.flows"
     with start_server("stateful") as server:

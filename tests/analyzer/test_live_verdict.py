@@ -15,7 +15,7 @@ import pytest
 from mitmproxy import io as flow_io
 
 from mcp_blackbox.analyzer import analyze
-from mcp_blackbox.analyzer.live import judge_flow_state
+from mcp_blackbox.analyzer.live import judge_flow
 from mcp_blackbox.analyzer.records import C2S, Call
 from mcp_blackbox.analyzer.vocabulary import Flag, is_failure
 
@@ -40,7 +40,7 @@ def test_live_verdict_matches_the_analysis(capture: Path) -> None:
             if flow.id not in analyzed:
                 continue
             judged += 1
-            live = judge_flow_state(flow.get_state())
+            live = judge_flow(flow)  # as the addon calls it
             calls = calls_by_flow.get(flow.id, [])
             failed = [c for c in calls if is_failure(c.outcome)]
             where = f"{flow.request.method} {flow.request.path} -> {[(c.method, c.outcome) for c in calls]}"
@@ -65,7 +65,7 @@ def test_live_verdict_fails_what_the_analysis_fails_in_the_faults_capture() -> N
     seen = {}
     with capture.open("rb") as handle:
         for flow in flow_io.FlowReader(handle).stream():
-            live = judge_flow_state(flow.get_state())
+            live = judge_flow(flow)
             if live.failed:
                 assert live.reason is not None
                 seen[flow.id] = live.reason.split(":", 1)[0]

@@ -57,16 +57,27 @@ def test_secret_names_are_secret_names(name: str) -> None:
     assert is_secret_name(name)
 
 
-def test_token_counts_end_with_tokens_not_token() -> None:
-    """maxTokens and input_tokens are kept by the suffix rule itself, not by the allow-list."""
+def test_token_counts_are_kept() -> None:
+    """maxTokens and input_tokens are numbers; "tokens" in other names is still a secret."""
     for name in ("maxTokens", "input_tokens", "output_tokens", "max_completion_tokens", "cache_read_input_tokens"):
         assert not is_secret_name(name), name
     assert is_secret_name("bot_token") and is_secret_name("webhookSecret") and is_secret_name("db_password")
 
 
-def test_a_name_containing_a_secret_word_elsewhere_than_at_its_end_is_kept() -> None:
-    for name in ("tokenizer", "token_endpoint", "secretName", "password_required", "apiKeyId", "cookieDomain"):
+def test_a_name_with_token_elsewhere_than_at_its_end_is_kept() -> None:
+    for name in ("tokenizer", "token_endpoint", "tokenType", "token_type", "tokenCount"):
         assert not is_secret_name(name), name
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["secrets", "api_keys", "passwords", "access_tokens", "refresh_tokens", "private_key_pem", "credentials_json",
+     "clientSecretValue", "tokens", "signatures"],
+)  # fmt: skip
+def test_plural_and_container_names_of_secrets_are_secret(name: str) -> None:
+    """A plural or a container of a secret leaks as much as the secret: only "token" is judged at the end."""
+    assert is_secret_name(name)
+    assert "sk-abc123456" not in redact_text(json.dumps({name: ["sk-abc123456"]}))
 
 
 # ---------------------------------------------------------------- kept: JSON bodies, free text, query strings

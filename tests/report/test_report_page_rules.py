@@ -36,8 +36,15 @@ def test_policy_names_the_page_script_and_style_by_hash_and_nothing_inline(tmp_p
     assert "unsafe-inline" not in policy and "default-src 'none'" in policy
     script = re.search(r"<script>(.*?)</script>", html, re.S)
     assert script is not None
-    digest = base64.b64encode(hashlib.sha256(script.group(1).encode()).digest()).decode()
-    assert f"script-src 'sha256-{digest}'" in policy
+    style = re.search(r"<style>(.*?)</style>", html, re.S)
+    assert style is not None
+
+    def digest(text: str) -> str:
+        return base64.b64encode(hashlib.sha256(text.encode()).digest()).decode()
+
+    assert f"script-src 'sha256-{digest(script.group(1))}'" in policy
+    assert f"style-src 'sha256-{digest(style.group(1))}'" in policy
+    assert "\r" not in script.group(1) + style.group(1), "line ends as the browser hashes them"
 
 
 def test_markup_that_escaped_escaping_would_not_run(tmp_path: Path) -> None:

@@ -111,6 +111,29 @@ def test_cut_stream_with_an_event_id_is_pending_not_failed(recorder: McpRecorder
     assert not flow.marked
 
 
+def test_cut_2026_stream_is_a_failure_even_with_an_event_id(recorder: McpRecorder) -> None:
+    """2026-07-28 has no resumption: closing the stream cancels the request."""
+    flow = sse_flow()
+    flow.request.headers["mcp-protocol-version"] = "2026-07-28"
+    stream(recorder, flow, [b"id: ev-1\n" + PROGRESS])
+    flow.error = tflow.terr("peer closed connection without sending complete message body")
+    recorder.error(flow)
+    record = flow.metadata[METADATA_KEY]
+    assert record["pending"] is None and record["failure"].startswith("STREAM_INCOMPLETE:")
+    assert flow.marked == FAILURE_MARKER
+
+
+def test_live_reason_quoting_the_server_is_redacted(recorder: McpRecorder) -> None:
+    body = b'{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"upstream refused access_token=SECRET12345"}}'
+    flow = tflow.tflow(
+        req=tutils.treq(method=b"POST", content=TOOL_CALL),
+        resp=tutils.tresp(headers=Headers(content_type="application/json"), content=body),
+    )
+    recorder.response(flow)
+    assert "SECRET12345" not in flow.metadata[METADATA_KEY]["failure"] and "SECRET12345" not in flow.comment
+    assert "access_token=[redacted" in flow.comment
+
+
 def test_request_answered_202_is_pending(recorder: McpRecorder) -> None:
     flow = tflow.tflow(
         req=tutils.treq(method=b"POST", path=b"/messages?session_id=abc", content=TOOL_CALL),
