@@ -52,6 +52,8 @@ logger = logging.getLogger("mcp_blackbox")
 METADATA_KEY = "mcp_blackbox"
 METADATA_VERSION = 1
 FAILURE_MARKER = ":exclamation:"
+SHUTDOWN = "mitmproxy stopped while the stream was open"
+
 
 def never_raises[Hook: Callable[..., Any]](hook: Hook) -> Hook:
     """An exception in a hook must not reach mitmproxy: log it and carry on."""
@@ -161,12 +163,26 @@ class McpRecorder:
 
     @never_raises
     def done(self) -> None:
-        # Streams still open at shutdown are written by the -w writer after us:
-        # give them their partial body and say why they stopped.
-        for flow, _ in list(self.open_streams.values()):
-            self._close(flow, "proxy-shutdown", "mitmproxy stopped while the stream was open")
+        # Streams still open at shutdown are written by the -w writer after us: give them their partial
+        # body and say why they stopped. Every body is kept first, at one instant as close to the stop as
+        # can be; then each is judged, one flow's failure never costing another its record.
+        closing = [
+            (flow, self._keep_body(flow, "proxy-shutdown", SHUTDOWN)) for flow, _ in list(self.open_streams.values())
+        ]
+        for flow, (tap, record) in closing:
+            try:
+                self._annotate(flow, tap, record)
+            except Exception:
+                logger.exception("mcp_blackbox: judging %s at shutdown failed; its body is kept", flow.id)
 
     def _close(self, flow: http.HTTPFlow, reason: str, error: str | None) -> None:
+        tap, record = self._keep_body(flow, reason, error)
+        self._annotate(flow, tap, record)
+
+    def _keep_body(
+        self, flow: http.HTTPFlow, reason: str, error: str | None
+    ) -> tuple[StreamTap | None, dict[str, Any]]:
+        """Put a streamed body back into the flow and make its record; (None, record) for the rest."""
         entry = self.open_streams.pop(flow.id, None)
         tap = entry[1] if entry else None
         record: dict[str, Any] = {"version": METADATA_VERSION}
@@ -175,7 +191,7 @@ class McpRecorder:
             flow.response.raw_content = bytes(tap.body)
             record["stream"] = tap.metadata(framed="content-encoding" not in flow.response.headers)
             tap.body.clear()  # free the buffer now, not when the flow is dropped
-        self._annotate(flow, tap, record)
+        return tap, record
 
     def _annotate(self, flow: http.HTTPFlow, tap: StreamTap | None, record: dict[str, Any]) -> None:
         requests = request_messages(flow)
@@ -205,7 +221,6 @@ class McpRecorder:
             if '"jsonrpc"' in event.data:
                 return "JSON-RPC in event stream"
         return None
-
 
 
 def write_atomically(path: Path, text: str) -> None:
