@@ -35,9 +35,8 @@ COLUMNS = [
 
 
 def call_record(call: Call, version: str | None) -> dict[str, Any]:
-    answers = [m for m in call.responses if m.kind in ("result", "error", "invalid")]
     exchange = call.exchange
-    t_end = answers[0].t if answers else (exchange.t_end or exchange.t_error)
+    t_end = call.t_end
     from_streams = [m for m in (*call.responses, *call.notifications) if m.exchange.is_event_stream]
     return {
         "call_id": f"c{call.number}",

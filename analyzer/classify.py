@@ -12,12 +12,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from mcp_blackbox.analyzer.records import C2S, Call, Exchange, Message
+from mcp_blackbox.analyzer.records import Call, Exchange, Message
 from mcp_blackbox.analyzer.schema_check import SchemaCheck, check_structured_content
 from mcp_blackbox.analyzer.slim import MISSING, OMITTED, ResultShape, interned, json_kind
 from mcp_blackbox.analyzer.vocabulary import Flag, Layer, Outcome
 
 MODERN = "2026-07-28"
+# 2026-07-28 sends some JSON-RPC errors with an HTTP status of their own (as the official Python SDK maps
+# them): there, such a status is the protocol working, not a mismatch. Any other code keeps 200.
+MODERN_ERROR_STATUS = {-32700: 400, -32600: 400, -32602: 400, -32020: 400, -32021: 400, -32022: 400, -32601: 404}
 # Ends the evidence that only the whole capture can give ("not resumed later in the capture"): the live
 # verdict, which sees one exchange as it ends, leaves those lines out.
 CAPTURE_WIDE = " in the capture"
@@ -65,7 +68,11 @@ def classify_call(call: Call, facts: CaptureFacts) -> Verdict:
     evidence = [f"{exchange.method} {exchange.path}"]
     if call.request.kind == "notification":
         return _classify_notification(exchange, evidence)
+    return _after_cancel(call, _classify_request(call, facts, evidence))
 
+
+def _classify_request(call: Call, facts: CaptureFacts, evidence: list[str]) -> Verdict:
+    exchange = call.exchange
     # Transport: an HTTP answer, and a finished one.
     if exchange.status is None and not call.responses:
         evidence.append(f"no HTTP response: {exchange.error or 'the capture ends before one'}")
@@ -75,7 +82,7 @@ def classify_call(call: Call, facts: CaptureFacts) -> Verdict:
         if exchange.content_type:
             evidence.append(f"content-type {exchange.content_type}")
     if exchange.status is not None and not 200 <= exchange.status < 300:
-        return _classify_http_error(call, exchange.status, evidence)
+        return _classify_http_error(call, exchange.status, facts, evidence)
     answer = _final_answer(call, evidence)
     if answer is None:
         return _classify_unanswered(call, facts, evidence)
@@ -102,6 +109,33 @@ def classify_call(call: Call, facts: CaptureFacts) -> Verdict:
     return Verdict(Outcome.SUCCESS, evidence, flags)
 
 
+def _after_cancel(call: Call, verdict: Verdict) -> Verdict:
+    """The cancel ends the attempt when no answer came before it: CANCELLED instead of NO_RESPONSE or
+    STREAM_INCOMPLETE, whatever the connection did afterwards, and instead of what a late answer said
+    (kept, and flagged when it is a result: the server did the work anyway). A protocol fault the
+    server made before the client gave up (a wrong id, a body that is not JSON) stays what it is."""
+    cancelled_at = call.cancelled_at
+    if cancelled_at is None:
+        return verdict
+    answer = call.responses[0] if call.responses else None
+    answered_late = answer is not None and answer.t > cancelled_at and answer.kind in ("result", "error")
+    if not answered_late and verdict.outcome not in (Outcome.NO_RESPONSE, Outcome.STREAM_INCOMPLETE):
+        return verdict
+    evidence = [
+        *verdict.evidence,
+        f"the client sent notifications/cancelled {cancelled_at - call.request.t:.2f} s after the request",
+    ]
+    flags = list(verdict.flags)
+    if answer is not None and answered_late:
+        late = f"{answer.t - cancelled_at:.2f} s after the cancel"
+        if answer.kind == "result":
+            evidence.append(f"the result arrived {late}: the server did the work anyway")
+            flags.append(Flag.ANSWERED_AFTER_CANCEL)
+        else:
+            evidence.append(f"the error arrived {late}")
+    return Verdict(Outcome.CANCELLED, evidence, flags, verdict.error_code, verdict.error_message)
+
+
 def _classify_notification(exchange: Exchange, evidence: list[str]) -> Verdict:
     if exchange.status is None:
         evidence.append(f"no HTTP response: {exchange.error or 'the capture ends before one'}")
@@ -113,13 +147,17 @@ def _classify_notification(exchange: Exchange, evidence: list[str]) -> Verdict:
     return Verdict(Outcome.HTTP_ERROR, evidence)
 
 
-def _classify_http_error(call: Call, status: int, evidence: list[str]) -> Verdict:
+def _classify_http_error(call: Call, status: int, facts: CaptureFacts, evidence: list[str]) -> Verdict:
     on_exchange = [m for m in call.responses if m.exchange is call.exchange]
     errors = [m.error for m in on_exchange if m.error is not None]
     if errors:
         code, message = errors[0]
         evidence.append(f"JSON-RPC error {code}: {message}")
-        flags = [Flag.HTTP_STATUS_MISMATCH] if 400 <= status < 500 else []
+        flags = []
+        if protocol_version(call, facts) == MODERN and MODERN_ERROR_STATUS.get(code) == status:
+            evidence.append(f"HTTP {status} is the status 2026-07-28 gives error {code}")
+        elif 400 <= status < 500:
+            flags.append(Flag.HTTP_STATUS_MISMATCH)
         return Verdict(Outcome.JSONRPC_ERROR, evidence, flags, code, message)
     flags = []
     if any(m.kind == "result" for m in on_exchange):
@@ -147,6 +185,12 @@ def _answer_flags(call: Call, answer: Message, evidence: list[str]) -> list[Flag
     carrier = answer.exchange
     resumed = carrier.request_headers.get("last-event-id")
     if carrier.method == "GET" and resumed is not None:
+        stream = call.exchange.stream or {}
+        if stream.get("ended") == "complete" and not call.exchange.error:
+            # The server closed the stream cleanly after a priming event (and its retry:): the answer was
+            # always going to come on the reconnect. Not late; planned.
+            evidence.append(f"answer delivered on the planned reconnect (GET with Last-Event-ID {resumed})")
+            return []
         evidence.append(f"answer arrived on a resumed GET (Last-Event-ID {resumed})")
         return [Flag.LATE_RESPONSE]
     evidence.append(f"answer arrived on {carrier.method} {carrier.path}")
@@ -159,7 +203,6 @@ def _classify_unanswered(call: Call, facts: CaptureFacts, evidence: list[str]) -
         stray = call.stray[0]
         evidence.append(f"response id {stray.id!r} does not match request id {call.request.id!r}")
         return Verdict(Outcome.INVALID_ENVELOPE, evidence)
-    cancelled = next((n for n in call.notifications if n.direction == C2S), None)
     if exchange.is_event_stream:
         events = sum(1 for n in call.notifications if n.exchange is exchange)
         evidence.append(f"{events} events, no final response")
@@ -175,9 +218,6 @@ def _classify_unanswered(call: Call, facts: CaptureFacts, evidence: list[str]) -
         evidence.append("202 Accepted; the answer never arrived on a stream" + CAPTURE_WIDE)
     else:
         evidence.append("no JSON-RPC response in the body")
-    if cancelled is not None:
-        evidence.append("the client sent notifications/cancelled")
-        return Verdict(Outcome.CANCELLED, evidence)
     if protocol_version(call, facts) == MODERN and exchange.is_event_stream:
         evidence.append("2026-07-28: a closed stream cancels the request (cancellation or loss)")
     elif exchange.is_event_stream:
@@ -214,9 +254,11 @@ def _classify_tool_result(
     if is_error:
         evidence.append("isError: true")
         return Verdict(Outcome.TOOL_ERROR, evidence, flags, error_message=result.first_text)
+    # 2026-07-28 defines resultType; earlier versions have none, and an absent one says nothing there.
+    absent = result.result_type is MISSING and protocol_version(call, facts) == MODERN
+    evidence.append("tool result complete" + (" (no resultType: complete)" if absent else ""))
+    # After the completion line: what a flag says is the last word on the call.
     flags = [*flags, *_success_flags(call, result, facts, evidence)]
-    complete = "tool result complete" + ("" if result.result_type is not MISSING else " (no resultType: complete)")
-    evidence.append(complete)
     return Verdict(Outcome.TOOL_SUCCESS, evidence, flags)
 
 

@@ -165,6 +165,20 @@ class Call:
     def tool(self) -> str | None:
         return self.request.facts.tool if self.request.facts else None
 
+    @property
+    def cancelled_at(self) -> float | None:
+        """When the client sent notifications/cancelled for it (the only client notification a call keeps)."""
+        return next((n.t for n in self.notifications if n.direction == C2S), None)
+
+    @property
+    def t_end(self) -> float | None:
+        """When the attempt ended for the client: its first answer or its cancel, whichever came first;
+        else when its exchange ended. A retry's delay and window are measured from here."""
+        ends = [t for t in (self.responses[0].t if self.responses else None, self.cancelled_at) if t is not None]
+        if ends:
+            return min(ends)
+        return self.exchange.t_end or self.exchange.t_error
+
     def note(self, message: Message) -> None:
         """A notification that belongs to this call."""
         if not self.notifications:

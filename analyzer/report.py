@@ -81,9 +81,8 @@ def _lane_label(lane: str) -> str:
 
 
 def _row(call: Call, origin: float, lanes: dict[str, int], paths: list[str]) -> list[Any]:
-    answers = [m.t for m in call.responses]
     exchange = call.exchange
-    end = answers[0] if answers else (exchange.t_end or exchange.t_error or call.request.t)
+    end = call.t_end or call.request.t
     lane = lanes.setdefault(_lane_key(call), len(lanes))
     events = sum(1 for m in (*call.responses, *call.notifications) if m.exchange.is_event_stream)
     return [

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mcp_blackbox.analyzer.classify import CaptureFacts
-from mcp_blackbox.analyzer.records import C2S, Call
+from mcp_blackbox.analyzer.records import C2S, Call, Exchange
 from mcp_blackbox.analyzer.vocabulary import (
     ANSWERED_WRONGLY,
     EFFECTS_UNKNOWN,
@@ -56,7 +56,7 @@ class RetryGroup:
     def record(self) -> dict[str, Any]:
         first, last = self.members[0], self.members[-1]
         end = max((m.request.t for m in self.members), default=first.request.t)
-        last_end = _end(last) or end
+        last_end = last.t_end or end
         return {
             "retry_group": self.group_id,
             "origin": self.origin,
@@ -72,12 +72,6 @@ class RetryGroup:
         }
 
 
-def _end(call: Call) -> float | None:
-    answers = [m.t for m in call.responses]
-    exchange = call.exchange
-    return answers[0] if answers else (exchange.t_end or exchange.t_error)
-
-
 def _retry_after(call: Call) -> float | None:
     """Seconds a 429 (or 503) asked the client to wait, from Retry-After."""
     value = call.exchange.response_headers.get("retry-after")
@@ -88,7 +82,7 @@ def _retry_after(call: Call) -> float | None:
     parsed = email.utils.parsedate_tz(value)
     if parsed is None:
         return None
-    sent = _end(call) or call.request.t
+    sent = call.t_end or call.request.t
     return max(0.0, email.utils.mktime_tz(parsed) - sent)
 
 
@@ -106,8 +100,7 @@ def find_retries(calls: list[Call], facts: CaptureFacts) -> list[RetryGroup]:
     by_call: dict[int, RetryGroup] = {id(g.members[0]): g for g in groups}
     for call in requests:
         assert call.request.facts is not None
-        # A retry goes to the same server: two servers' calls with the same params are not one request.
-        key = (call.exchange.server, call.method or "", call.request.facts.digest)
+        key = _key(call)
         previous, origin = _previous_attempt(call, latest.get(key), latest_tool, latest_probe, clients)
         if previous is not None and origin is not None:
             group = by_call.get(id(previous))
@@ -121,6 +114,10 @@ def find_retries(calls: list[Call], facts: CaptureFacts) -> list[RetryGroup]:
             group.evidence.extend(origin[2])
             by_call[id(call)] = group
             group.is_failure_retry = group.is_failure_retry and origin[0].retries_a_failure
+            if origin[0] is RetryOrigin.PROTOCOL_FALLBACK:
+                # Negotiation is over: the same probe later (another client, a new session) starts anew.
+                latest.pop(_key(previous), None)
+                latest_probe = None
         # Only a request that did not succeed can be retried: keep those, so the index stays small.
         if is_failure(call.outcome):
             latest[key] = call
@@ -164,9 +161,18 @@ def _known_delay(delay: float, server_retry_ms: int | None) -> str:
     return ""
 
 
+def _key(call: Call) -> tuple[str, str, str]:
+    """(server, method, params digest): a retry goes to the same server with the same request."""
+    return (call.exchange.server, call.method or "", call.request.facts.digest if call.request.facts else "")
+
+
 def _is_refused_probe(call: Call) -> bool:
-    refused = call.exchange.status in (400, 404, 405) or call.outcome == Outcome.JSONRPC_ERROR
-    return call.method in ("server/discover", "initialize") and refused
+    """A refused modern probe (any 4xx or 5xx, or a JSON-RPC error), or an initialize that Streamable HTTP
+    refused as such (400, 404, 405: the client then tries the 2024-11-05 transport)."""
+    status = call.exchange.status
+    if call.method == "server/discover":
+        return call.outcome == Outcome.JSONRPC_ERROR or (status is not None and status >= 400)
+    return call.method == "initialize" and (status in (400, 404, 405) or call.outcome == Outcome.JSONRPC_ERROR)
 
 
 def _clients(requests: list[Call]) -> dict[str, str]:
@@ -217,18 +223,15 @@ def _falls_back(call: Call, probe: Call | None) -> bool:
 
 
 def _within_window(before: Call, call: Call) -> bool:
-    return 0 <= call.request.t - (_end(before) or before.request.t) <= RETRY_WINDOW
+    return 0 <= call.request.t - (before.t_end or before.request.t) <= RETRY_WINDOW
 
 
 def _origin(before: Call, call: Call, clients: dict[str, str]) -> Origin:
     a, b = before.exchange, call.exchange
-    delay = call.request.t - (_end(before) or before.request.t)
+    delay = call.request.t - (before.t_end or before.request.t)
     same_id = before.request.key_id == call.request.key_id
     id_text = "same JSON-RPC id" if same_id else f"new id {call.request.id!r} (was {before.request.id!r})"
-    if before.scope == call.scope:
-        session = "same session"
-    else:
-        session = "a new session" if a.session_id or a.legacy_session else "now in a session"
+    session = _session_change(a, b) if before.scope != call.scope else "same session"
     connection = "same connection" if a.client_conn == b.client_conn else "a new connection"
     evidence = [
         f"{before.outcome} (HTTP {a.status}), then the same request {delay:.2f} s later: {id_text}, "
@@ -266,6 +269,16 @@ def _origin(before: Call, call: Call, clients: dict[str, str]) -> Origin:
     return RetryOrigin.APP_RETRY, confidence, [*evidence, f"the application sent it again{note}"]
 
 
+def _session_change(before: Exchange, after: Exchange) -> str:
+    had = before.session_id or before.legacy_session
+    has = after.session_id or after.legacy_session
+    if had and has:
+        return "a new session"
+    if has:
+        return "now in a session"
+    return "no session (stateless)" if not had else "no longer in a session"
+
+
 def _apply(group: RetryGroup, facts: CaptureFacts) -> None:
     for attempt, call in enumerate(group.members, 1):
         call.retry_group, call.attempt = group.group_id, attempt
@@ -281,8 +294,10 @@ def _apply(group: RetryGroup, facts: CaptureFacts) -> None:
     pairs = list(zip(group.members, group.members[1:], strict=False))
     verdicts = [_attempt_safety(before, after, facts) for before, after in pairs]
     group.safety = next((v for v in verdicts if v is not Safety.SAFE), Safety.SAFE)
+    # Only a tool runs: a repeated initialize or tools/list changes nothing on the server.
     group.may_have_run_twice = any(
-        _effects_unknown(before) and _both_reached_server(before, after) for before, after in pairs
+        after.method == "tools/call" and _effects_unknown(before) and _both_reached_server(before, after)
+        for before, after in pairs
     )
     if group.may_have_run_twice and group.safety.is_unsafe:
         group.evidence.append("both attempts reached the server: the tool may have run twice")
@@ -292,7 +307,7 @@ def _attempt_safety(before: Call, after: Call, facts: CaptureFacts) -> Safety:
     notes: list[Safety] = []
     wait = _retry_after(before) if before.exchange.status in (429, 503) else None
     if wait is not None:
-        waited = after.request.t - (_end(before) or before.request.t)
+        waited = after.request.t - (before.t_end or before.request.t)
         if waited < wait:
             _flag(after, Flag.RETRY_AFTER_IGNORED, f"retried after {waited:.2f} s; Retry-After asked for {wait:g} s")
             notes.append(Safety.RETRY_AFTER_IGNORED)

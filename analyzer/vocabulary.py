@@ -112,6 +112,7 @@ class Flag(StrEnum):
     DUPLICATE_RESPONSE = "DUPLICATE_RESPONSE"
     ID_REUSED = "ID_REUSED"
     LATE_RESPONSE = "LATE_RESPONSE"
+    ANSWERED_AFTER_CANCEL = "ANSWERED_AFTER_CANCEL"
     UNSAFE_RETRY = "UNSAFE_RETRY"
     RETRY_AFTER_IGNORED = "RETRY_AFTER_IGNORED"
 
@@ -129,6 +130,7 @@ _FLAG_DESCRIPTIONS: dict[Flag, str] = {
     Flag.DUPLICATE_RESPONSE: "More than one response to one request; the first counts.",
     Flag.ID_REUSED: "A request id used again in the same scope.",
     Flag.LATE_RESPONSE: "The answer arrived on a resumed GET stream.",
+    Flag.ANSWERED_AFTER_CANCEL: "A result arrived after the client cancelled: the server did the work anyway.",
     Flag.UNSAFE_RETRY: (
         "A tool that is not read-only or idempotent was called again after a failure that may have run it."
     ),

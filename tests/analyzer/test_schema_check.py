@@ -220,7 +220,7 @@ def test_analyzer_flags_a_nested_ref_violation_in_a_pydantic_schema(tmp_path: Pa
     bad = {"items": [{"id": "1", "name": "a"}]}
     calls = tool_calls(tmp_path, page_schema(), good, bad)
     assert [c["flags"] for c in calls] == [[], ["OUTPUT_SCHEMA_VIOLATION"]]
-    assert "$.items[0].id: '1' is not of type 'integer'" in calls[1]["evidence"][-2]
+    assert "$.items[0].id: '1' is not of type 'integer'" in calls[1]["evidence"][-1]
 
 
 def test_analyzer_accepts_a_pattern_properties_result_without_extra_properties(tmp_path: Path) -> None:

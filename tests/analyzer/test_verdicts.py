@@ -146,8 +146,9 @@ def test_input_required_tool_error_success(tmp_path: Path) -> None:
         exchange(tool_call(1), body=result(1, {"resultType": "input_required", "inputRequests": {}})),
         exchange(tool_call(2), body=result(2, text_result("nope", isError=True))),
         exchange(tool_call(3), body=result(3, text_result(resultType="complete"))),
-        exchange(tool_call(4), body=result(4, text_result())),
+        exchange(tool_call(4), body=result(4, text_result()), request_headers={"mcp-protocol-version": "2026-07-28"}),
         exchange(rpc(5, "resources/list"), body=result(5, {"resources": []})),
+        exchange(tool_call(6), body=result(6, text_result()), request_headers={"mcp-protocol-version": "2025-11-25"}),
     )
     assert [(c["outcome"], c["layer"]) for c in calls] == [
         ("INPUT_REQUIRED", "interaction"),
@@ -155,9 +156,11 @@ def test_input_required_tool_error_success(tmp_path: Path) -> None:
         ("TOOL_SUCCESS", "application"),
         ("TOOL_SUCCESS", "application"),
         ("SUCCESS", "application"),
+        ("TOOL_SUCCESS", "application"),
     ]
     assert calls[1]["error_message"] == "nope"
-    assert "no resultType: complete" in calls[3]["evidence"][-1]
+    assert calls[3]["evidence"][-1] == "tool result complete (no resultType: complete)"
+    assert calls[5]["evidence"][-1] == "tool result complete", "2025 versions have no resultType to miss"
 
 
 def test_accepted_notification(tmp_path: Path) -> None:
@@ -190,7 +193,7 @@ def test_output_schema_violation_uses_tools_list(tmp_path: Path) -> None:
         exchange(tool_call(4, "add"), body=result(4, text_result())),
     )
     assert [c["flags"] for c in calls[1:]] == [[], ["OUTPUT_SCHEMA_VIOLATION"], ["OUTPUT_SCHEMA_VIOLATION"]]
-    assert "$.sum: '5' is not of type 'integer'" in calls[2]["evidence"][-2]
+    assert "$.sum: '5' is not of type 'integer'" in calls[2]["evidence"][-1], "the flag's reason is the last word"
 
 
 def test_duplicate_response_and_reused_id(tmp_path: Path) -> None:
