@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from mcp_blackbox.addon.jsonrpc import MCP_REQUEST_HEADERS
 from mcp_blackbox.analyzer.call_record import call_record
 from mcp_blackbox.analyzer.classify import CaptureFacts, apply_verdict, protocol_version
+from mcp_blackbox.analyzer.clients import identify_clients
 from mcp_blackbox.analyzer.extract import Extracted, extract_messages
 from mcp_blackbox.analyzer.load import LoadReport, read_exchanges
 from mcp_blackbox.analyzer.pair import legacy_session_of_endpoint, pair_messages, scope_of
@@ -134,6 +135,7 @@ def analyze(
     calls.sort(key=lambda c: c.request.t)
     for number, call in enumerate(calls, 1):
         call.number = number
+    identify_clients(calls, facts.versions)
     retry_groups = find_retries(calls, facts)
     notes = []
     if sse_without_times:

@@ -93,7 +93,7 @@ def write_csv(analysis: Analysis, out: IO[str], *, redact: bool = True) -> None:
     writer = csv.DictWriter(out, fieldnames=COLUMNS)
     writer.writeheader()
     for record in iter_records(analysis, redact=redact):
-        for key in ("flags", "exchanges", "evidence"):
+        for key in ("flags", "exchanges", "evidence", "client"):
             record[key] = json.dumps(record[key])
         writer.writerow({key: _encodable(value) for key, value in record.items()})
 

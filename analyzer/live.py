@@ -65,7 +65,7 @@ def flow_state(flow: http.HTTPFlow) -> dict[str, Any]:
         "response": flow.response.get_state() if flow.response is not None else None,
         "error": flow.error.get_state() if flow.error is not None else None,
         "metadata": flow.metadata,
-        "client_conn": {"id": flow.client_conn.id},
+        "client_conn": {"id": flow.client_conn.id, "peername": flow.client_conn.peername},
         "timestamp_created": flow.timestamp_created,
         "websocket": flow.websocket is not None or None,
     }

@@ -299,6 +299,13 @@ def _scalar(value: Any) -> str | int | float | None:
     return None
 
 
+def _address(peer: Any) -> str | None:
+    """The client's "address:port" (peername); None where the flow does not say."""
+    if isinstance(peer, list | tuple) and len(peer) >= 2 and isinstance(peer[1], int):
+        return sys.intern(f"{_text(peer[0])}:{peer[1]}")
+    return None
+
+
 def _event_times(value: Any) -> list[float | None] | None:
     """The addon's arrival time of each event; None (events dated at the response's end) if not a list of times."""
     try:
@@ -316,6 +323,7 @@ def _exchange(state: dict[str, Any], source: str, index: int, keep_all: bool) ->
     record = metadata.get(METADATA_KEY) if isinstance(metadata, dict) else None
     client_conn = state.get("client_conn") or {}
     connection = client_conn.get("id")
+    peer = client_conn.get("peername")
     exchange = Exchange(
         flow_id=_flow_id(state["id"]),
         source=source,
@@ -329,6 +337,7 @@ def _exchange(state: dict[str, Any], source: str, index: int, keep_all: bool) ->
         client_conn=sys.intern(connection) if isinstance(connection, str) else None,
         t_request=_time(request.get("timestamp_start") or state.get("timestamp_created")) or 0.0,
         recorded_by_addon=isinstance(record, dict),
+        client_addr=_address(peer),
     )
     response = state.get("response")
     if response:

@@ -8,11 +8,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl
 
 from mcp_blackbox.analyzer.slim import RequestFacts, ResultShape, reference
 from mcp_blackbox.analyzer.vocabulary import Confidence, Flag, Layer, Outcome, RetryOrigin
+
+if TYPE_CHECKING:
+    from mcp_blackbox.analyzer.clients import ClientIdentity
 
 NO_QUERY: Mapping[str, str] = MappingProxyType({})
 
@@ -33,7 +36,7 @@ class Exchange:
     query_string: str  # as the request line sent it: repeated names, order and escapes kept
     request_headers: dict[str, str]  # lower-case names; repeated headers joined with ", "
     request_body: bytes | None
-    client_conn: str | None
+    client_conn: str | None  # mitmproxy's id of the client's connection (shared by keep-alive requests)
     t_request: float
     status: int | None = None
     response_headers: dict[str, str] = field(default_factory=dict)
@@ -46,6 +49,7 @@ class Exchange:
     recorded_by_addon: bool = False
     scope: str = ""  # the pairing scope of its messages (see analyzer.pair.scope_of)
     sse_retry: int | None = None  # the last `retry:` (ms) its event stream carried
+    client_addr: str | None = None  # "address:port" the client connected from
 
     @property
     def server(self) -> str:
@@ -147,6 +151,7 @@ class Call:
     attempt: int = 1
     retry_origin: RetryOrigin | None = None
     retry_confidence: Confidence | None = None
+    client: ClientIdentity | None = None  # who sent it (analyzer/clients.py), shared by its session's calls
 
     @property
     def method(self) -> str | None:

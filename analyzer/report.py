@@ -37,7 +37,7 @@ TICK_LIMIT = 50  # SSE event ticks drawn per call
 LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 COLUMNS = [
     "id", "lane", "method", "tool", "rpc_id", "outcome", "layer", "status", "flags", "t0", "dur",
-    "events", "group", "attempt", "origin", "confidence", "source", "verdict", "error_code",
+    "events", "group", "attempt", "origin", "confidence", "source", "verdict", "error_code", "client",
 ]  # fmt: skip
 
 
@@ -50,7 +50,8 @@ def build_report(
     calls = analysis.call_objects
     origin = min((c.request.t for c in calls), default=0.0)
     lanes: dict[str, int] = {}
-    rows = [_row(call, origin, lanes, sources) for call in calls]
+    clients: dict[str, int] = {}  # unit -> index into the page's client table
+    rows = [_row(call, origin, lanes, clients, sources) for call in calls]
     chosen = _worth_opening(calls)
     details = _details(sources, chosen, origin, redact)
     text = redact_text if redact else (lambda s: s)
@@ -60,6 +61,7 @@ def build_report(
         "meta": _meta(analysis, sources, origin, redact),
         "columns": COLUMNS,
         "lanes": [{"id": lane, "label": _lane_label(lane)} for lane in lanes],
+        "clients": _clients(calls, clients, redact),
         "calls": rows,
         "ticks": {f"c{c.number}": ticks for c in calls if (ticks := _ticks(c, origin))},
         "groups": [g.record() for g in analysis.retry_groups],
@@ -80,8 +82,9 @@ def _lane_label(lane: str) -> str:
     return f"{kind} {name[:8]}"
 
 
-def _row(call: Call, origin: float, lanes: dict[str, int], paths: list[str]) -> list[Any]:
+def _row(call: Call, origin: float, lanes: dict[str, int], clients: dict[str, int], paths: list[str]) -> list[Any]:
     exchange = call.exchange
+    client = clients.setdefault(call.client.unit, len(clients)) if call.client is not None else None
     end = call.t_end or call.request.t
     lane = lanes.setdefault(_lane_key(call), len(lanes))
     events = sum(1 for m in (*call.responses, *call.notifications) if m.exchange.is_event_stream)
@@ -90,8 +93,18 @@ def _row(call: Call, origin: float, lanes: dict[str, int], paths: list[str]) -> 
         exchange.status, " ".join(call.flags), round((call.request.t - origin) * 1000, 3),
         round(max(0.0, end - call.request.t) * 1000, 3), events, call.retry_group, call.attempt,
         call.retry_origin, call.retry_confidence, paths.index(exchange.source) if exchange.source in paths else 0,
-        call.evidence[-1] if call.evidence else "", call.error_code,
+        call.evidence[-1] if call.evidence else "", call.error_code, client,
     ]  # fmt: skip
+
+
+def _clients(calls: list[Call], clients: dict[str, int], redact: bool) -> list[dict[str, Any]]:
+    """One record per client unit, in the order of ``clients``' indices (the rows refer to them)."""
+    by_unit = {call.client.unit: call.client for call in calls if call.client is not None}
+    records = [by_unit[unit].record() for unit in clients]
+    if redact:  # a User-Agent or clientInfo is the client's own text
+        for record in records:
+            record.update({k: redact_text(v) for k, v in record.items() if isinstance(v, str)})
+    return records
 
 
 def _ticks(call: Call, origin: float) -> list[float]:

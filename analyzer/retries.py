@@ -32,6 +32,7 @@ RETRY_WINDOW = 300.0  # seconds after a failure in which the same request counts
 MANUAL_GAP = 60.0  # a longer pause before a retry reads as a person, not a loop
 PROXY_GAP = 0.5  # gateways re-send within ~250 ms
 FALLBACK_GAP = 10.0  # a client falls back to an older protocol right after a refusal
+AGENT_GAP = 30.0  # an agent re-calls a tool with new arguments right after isError (pydantic-ai: milliseconds)
 
 SDK_RECONNECT_DELAYS = {
     1.0: "the TypeScript and Python SDKs' first reconnection delay (1 s)",
@@ -93,15 +94,16 @@ def find_retries(calls: list[Call], facts: CaptureFacts) -> list[RetryGroup]:
     for call in requests:
         if (group := _resumed_stream(call, f"r{len(groups) + 1}")) is not None:
             groups.append(group)
-    latest: dict[tuple[str, str, str], Call] = {}  # (server, method, params digest) -> latest attempt
-    latest_tool: dict[tuple[str, str], Call] = {}  # (server, tool) -> latest attempt, for changed arguments
-    latest_probe: Call | None = None  # the last refused modern probe or initialize
-    clients = _clients(requests)
+    # Keyed by the client's lineage first (analyzer/clients.py): a retry is the same client's.
+    latest: dict[tuple[str, str, str, str], Call] = {}  # (lineage, server, method, params digest) -> attempt
+    latest_tool: dict[tuple[str, str, str], Call] = {}  # (lineage, server, tool) -> attempt, any arguments
+    latest_probe: dict[str, Call] = {}  # lineage -> its last refused modern probe or initialize
     by_call: dict[int, RetryGroup] = {id(g.members[0]): g for g in groups}
     for call in requests:
         assert call.request.facts is not None
         key = _key(call)
-        previous, origin = _previous_attempt(call, latest.get(key), latest_tool, latest_probe, clients)
+        lineage = _lineage(call)
+        previous, origin = _previous_attempt(call, latest.get(key), latest_tool, latest_probe.get(lineage))
         if previous is not None and origin is not None:
             group = by_call.get(id(previous))
             if group is None or group.origin is RetryOrigin.TRANSPORT_RESUME:
@@ -117,16 +119,16 @@ def find_retries(calls: list[Call], facts: CaptureFacts) -> list[RetryGroup]:
             if origin[0] is RetryOrigin.PROTOCOL_FALLBACK:
                 # Negotiation is over: the same probe later (another client, a new session) starts anew.
                 latest.pop(_key(previous), None)
-                latest_probe = None
+                latest_probe.pop(lineage, None)
         # Only a request that did not succeed can be retried: keep those, so the index stays small.
         if is_failure(call.outcome):
             latest[key] = call
         else:
             latest.pop(key, None)
         if call.tool:
-            latest_tool[(call.exchange.server, call.tool)] = call
+            latest_tool[_tool_key(call)] = call
         if _is_refused_probe(call):
-            latest_probe = call
+            latest_probe[lineage] = call
     for group in groups:
         _apply(group, facts)
     return groups
@@ -161,9 +163,23 @@ def _known_delay(delay: float, server_retry_ms: int | None) -> str:
     return ""
 
 
-def _key(call: Call) -> tuple[str, str, str]:
-    """(server, method, params digest): a retry goes to the same server with the same request."""
-    return (call.exchange.server, call.method or "", call.request.facts.digest if call.request.facts else "")
+def _lineage(call: Call) -> str:
+    return call.client.lineage if call.client is not None else ""
+
+
+def _key(call: Call) -> tuple[str, str, str, str]:
+    """A retry is the same client's, to the same server, with the same request."""
+    digest = call.request.facts.digest if call.request.facts else ""
+    return (_lineage(call), call.exchange.server, call.method or "", digest)
+
+
+def _tool_key(call: Call) -> tuple[str, str, str]:
+    return (_lineage(call), call.exchange.server, call.tool or "")
+
+
+def _same_unit(before: Call, after: Call) -> bool:
+    """The same session (or, outside sessions, the same connection): one client for certain."""
+    return before.client is not None and after.client is not None and before.client.unit == after.client.unit
 
 
 def _is_refused_probe(call: Call) -> bool:
@@ -175,21 +191,11 @@ def _is_refused_probe(call: Call) -> bool:
     return call.method == "initialize" and (status in (400, 404, 405) or call.outcome == Outcome.JSONRPC_ERROR)
 
 
-def _clients(requests: list[Call]) -> dict[str, str]:
-    """scope -> clientInfo "name/version", from initialize (or the 2026 per-request _meta)."""
-    clients: dict[str, str] = {}
-    for call in requests:
-        if call.request.facts is not None and call.request.facts.client:
-            clients.setdefault(call.scope, call.request.facts.client)
-    return clients
-
-
 def _previous_attempt(
     call: Call,
     same: Call | None,
-    latest_tool: dict[tuple[str, str], Call],
+    latest_tool: dict[tuple[str, str, str], Call],
     probe: Call | None,
-    clients: dict[str, str],
 ) -> tuple[Call | None, Origin | None]:
     """The attempt this call repeats, and (origin, confidence, evidence) of the repetition."""
     facts = call.request.facts
@@ -199,18 +205,25 @@ def _previous_attempt(
         why = f"{probe.method} refused (HTTP {probe.exchange.status}, {probe.outcome}), then initialize"
         return probe, (RetryOrigin.PROTOCOL_FALLBACK, Confidence.HIGH, [f"version negotiation: {why}"])
     if facts.round_digest is not None and call.tool:
-        before = latest_tool.get((call.exchange.server, call.tool))
+        before = latest_tool.get(_tool_key(call))
         if before is not None and before.outcome == Outcome.INPUT_REQUIRED:
             why = "input_required answered: same tool, new id, inputResponses"
             return before, (RetryOrigin.MRTR_ROUND, Confidence.HIGH, [why])
     if call.tool and same is None:
-        before = latest_tool.get((call.exchange.server, call.tool))
-        if before is not None and before.outcome == Outcome.TOOL_ERROR and _within_window(before, call):
-            why = "after isError, the same tool again with other arguments"
+        # Other arguments: only the same session (or connection), right after the isError. A new run of an
+        # agent calls the same tool on a fresh session with arguments of its own.
+        before = latest_tool.get(_tool_key(call))
+        if (
+            before is not None
+            and before.outcome == Outcome.TOOL_ERROR
+            and _same_unit(before, call)
+            and _within_window(before, call, AGENT_GAP)
+        ):
+            why = "after isError, the same tool again with other arguments, in the same session"
             return before, (RetryOrigin.AGENT_RETRY, Confidence.MEDIUM, [why])
     if same is None or not is_failure(same.outcome) or not _within_window(same, call):
         return None, None
-    return same, _origin(same, call, clients)
+    return same, _origin(same, call)
 
 
 def _falls_back(call: Call, probe: Call | None) -> bool:
@@ -222,11 +235,12 @@ def _falls_back(call: Call, probe: Call | None) -> bool:
     return probe.method == "server/discover" or call.scope != probe.scope
 
 
-def _within_window(before: Call, call: Call) -> bool:
-    return 0 <= call.request.t - (before.t_end or before.request.t) <= RETRY_WINDOW
+def _within_window(before: Call, call: Call, window: float = RETRY_WINDOW) -> bool:
+    """Sent after the failure was visible to the client (its answer, cut or cancel), and soon after."""
+    return 0 <= call.request.t - (before.t_end or before.request.t) <= window
 
 
-def _origin(before: Call, call: Call, clients: dict[str, str]) -> Origin:
+def _origin(before: Call, call: Call) -> Origin:
     a, b = before.exchange, call.exchange
     delay = call.request.t - (before.t_end or before.request.t)
     same_id = before.request.key_id == call.request.key_id
@@ -251,22 +265,19 @@ def _origin(before: Call, call: Call, clients: dict[str, str]) -> Origin:
         return RetryOrigin.PROXY, Confidence.MEDIUM, [*evidence, why]
     if a.status == 404 and a.session_id and before.scope != call.scope:
         return RetryOrigin.SESSION_REINIT, Confidence.HIGH, [*evidence, "404 on the session, then a fresh initialize"]
-    agent_a, agent_b = a.request_headers.get("user-agent"), b.request_headers.get("user-agent")
-    if agent_a != agent_b:
-        why = f"another client identity ({agent_b!r} after {agent_a!r})"
-        return RetryOrigin.MANUAL, Confidence.MEDIUM, [*evidence, why]
-    info_a, info_b = clients.get(before.scope), clients.get(call.scope)
-    if info_a and info_b and info_a != info_b:
-        why = f"another client ({info_b} after {info_a}, from clientInfo)"
-        return RetryOrigin.MANUAL, Confidence.MEDIUM, [*evidence, why]
     if delay > MANUAL_GAP:
         return RetryOrigin.MANUAL, Confidence.LOW, [*evidence, f"after {delay:.0f} s: a person, not a loop"]
     if before.outcome == Outcome.TOOL_ERROR:
         return RetryOrigin.AGENT_RETRY, Confidence.MEDIUM, [*evidence, "after isError, the same tool call again"]
-    confidence = Confidence.HIGH if before.scope != call.scope or not same_id else Confidence.MEDIUM
     backoff = next((d for d in BACKOFF_DELAYS if abs(delay - d) < 0.2 * d), None)
     note = f" (matches a {backoff:.0f} s backoff step)" if backoff else ""
-    return RetryOrigin.APP_RETRY, confidence, [*evidence, f"the application sent it again{note}"]
+    evidence.append(f"the application sent it again{note}")
+    if _same_unit(before, call):
+        # Within one session (or connection) the sender is certain; a new id says it is no gateway's copy.
+        return RetryOrigin.APP_RETRY, Confidence.HIGH if not same_id else Confidence.MEDIUM, evidence
+    # A fresh session of the same client: a retry, or the client's next run sending the same request.
+    joined = call.client.joined if call.client is not None else "the same client"
+    return RetryOrigin.APP_RETRY, Confidence.MEDIUM, [*evidence, f"on a fresh session ({joined})"]
 
 
 def _session_change(before: Exchange, after: Exchange) -> str:

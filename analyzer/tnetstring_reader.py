@@ -25,7 +25,7 @@ FLOW_FIELDS: Want = {
     "response": True,
     "error": True,
     "metadata": True,
-    "client_conn": {"id": True},
+    "client_conn": {"id": True, "peername": True},
     "timestamp_created": True,
     "websocket": True,
 }

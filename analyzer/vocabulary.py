@@ -169,8 +169,8 @@ _ORIGIN_DESCRIPTIONS: dict[RetryOrigin, str] = {
     RetryOrigin.PROTOCOL_FALLBACK: "A refused modern probe (or Streamable HTTP), then initialize: negotiation.",
     RetryOrigin.MRTR_ROUND: "input_required answered under a new id: a round, not a failure.",
     RetryOrigin.APP_RETRY: "The application sent the failed request again.",
-    RetryOrigin.AGENT_RETRY: "After isError, the same tool again (the arguments may change).",
-    RetryOrigin.MANUAL: "After a long pause, or from another client identity: a person.",
+    RetryOrigin.AGENT_RETRY: "After isError, the same tool again (other arguments only in the same session).",
+    RetryOrigin.MANUAL: "The same client after a long pause: a person, not a loop.",
     RetryOrigin.PROXY: "A gateway's copy of the request (x-envoy-attempt-count, or a re-send within 0.5 s).",
     RetryOrigin.UNKNOWN: "Linked, but nothing tells who re-sent it.",
 }

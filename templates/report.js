@@ -57,7 +57,9 @@
       if (f.lane && String(r[C.lane]) !== f.lane) return false;
       if (f.flag && (" " + r[C.flags] + " ").indexOf(" " + f.flag + " ") < 0) return false;
       if (needle) {
-        const hay = [r[C.id], r[C.method], r[C.tool], r[C.rpc_id], r[C.outcome], r[C.flags], r[C.verdict], r[C.origin]].join(" ").toLowerCase();
+        const client = r[C.client] === null ? null : data.clients[r[C.client]];
+        const who = client ? [client.lineage, client.user_agent, client.client_info, client.session, client.address].join(" ") : "";
+        const hay = [r[C.id], r[C.method], r[C.tool], r[C.rpc_id], r[C.outcome], r[C.flags], r[C.verdict], r[C.origin], who].join(" ").toLowerCase();
         if (hay.indexOf(needle) < 0) return false;
       }
       return true;
@@ -120,6 +122,14 @@
     verdict.appendChild(el("span", "  " + r[C.layer] + " layer" + (r[C.flags] ? "  flags: " + r[C.flags] : "") +
       (r[C.status] !== null ? "  HTTP " + r[C.status] : "") + "  " + r[C.dur] + " ms"));
     details.appendChild(verdict);
+    const client = r[C.client] === null ? null : data.clients[r[C.client]];
+    if (client) {
+      const who = el("table", null, "client");
+      kv(who, "client", client.lineage + "  " + [client.client_info, client.user_agent].filter(Boolean).join(" · "));
+      kv(who, "from", (client.address || "unknown address") + (client.session ? "  session " + client.session : "  no session"));
+      kv(who, "lineage", client.joined);
+      details.appendChild(who);
+    }
     const d = data.details[id];
     details.appendChild(el("h4", "Evidence"));
     const ol = el("ol", null, "evidence");

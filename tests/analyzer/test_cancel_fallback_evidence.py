@@ -19,6 +19,7 @@ from tests.analyzer.flows import error, exchange, result, rpc, sse, text_result,
 from tests.analyzer.test_retries import TOOLS, session
 
 DISCOVER = {"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}}
+AGENT = {"user-agent": "client/1"}  # real clients name themselves; the lineage of stateless calls follows it
 
 
 def run(tmp_path: Path, *flows: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -95,8 +96,9 @@ def test_probe_refused_with_429_then_initialize_is_protocol_fallback(tmp_path: P
     records, groups = run(
         tmp_path,
         exchange(rpc(1, "server/discover", DISCOVER), status=429, body=b"slow down", content_type="text/plain",
-                 at=100.0),
-        exchange(rpc(1, "initialize", {"protocolVersion": "2025-11-25"}), body=result(1, {}), at=100.2),
+                 request_headers=AGENT, at=100.0, duration=0.05),
+        exchange(rpc(1, "initialize", {"protocolVersion": "2025-11-25"}), body=result(1, {}), request_headers=AGENT,
+                 at=100.2),
     )  # fmt: skip
     (group,) = groups
     assert group["origin"] == "protocol-fallback" and group["failure_retry"] is False
@@ -109,9 +111,10 @@ def test_two_sessions_each_negotiate_and_are_not_one_chain(tmp_path: Path) -> No
     def negotiation(at: float, scope: str) -> list[Any]:
         refused = error(1, -32601, "Method not found")
         return [
-            exchange(rpc(1, "server/discover", DISCOVER), status=400, body=refused, at=at),
+            exchange(rpc(1, "server/discover", DISCOVER), status=400, body=refused, request_headers=AGENT, at=at,
+                     duration=0.05),
             exchange(rpc(1, "initialize", {"protocolVersion": "2025-11-25"}), body=result(1, {}), at=at + 0.1,
-                     response_headers={"mcp-session-id": scope}),
+                     request_headers=AGENT, response_headers={"mcp-session-id": scope}),
         ]  # fmt: skip
 
     records, groups = run(tmp_path, *negotiation(100.0, "test"), *negotiation(101.0, "real"))
@@ -127,8 +130,8 @@ def test_stateless_retry_evidence_says_stateless(tmp_path: Path) -> None:
     message = tool_call(1, "lookup")
     _, groups = run(
         tmp_path,
-        exchange(message, status=503, body=b"busy", content_type="text/plain", at=100.0),
-        exchange(message, body=result(1, text_result("ok")), at=102.0),
+        exchange(message, status=503, body=b"busy", content_type="text/plain", request_headers=AGENT, at=100.0),
+        exchange(message, body=result(1, text_result("ok")), request_headers=AGENT, at=102.0),
     )
     (group,) = groups
     assert "no session (stateless)" in group["evidence"][0] and "now in a session" not in group["evidence"][0]
@@ -138,8 +141,8 @@ def test_initialize_retried_after_503_never_may_have_run_twice(tmp_path: Path) -
     init = rpc(0, "initialize", {"protocolVersion": "2025-11-25"})
     _, groups = run(
         tmp_path,
-        exchange(init, status=503, body=b"busy", content_type="text/plain", at=100.0),
-        exchange(init, body=result(0, {}), at=102.0),
+        exchange(init, status=503, body=b"busy", content_type="text/plain", request_headers=AGENT, at=100.0),
+        exchange(init, body=result(0, {}), request_headers=AGENT, at=102.0),
     )
     (group,) = groups
     assert group["may_have_run_twice"] is False and group["safety"] == "safe"

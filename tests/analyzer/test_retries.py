@@ -16,6 +16,9 @@ READ_TOOL = {"name": "lookup", "annotations": {"readOnlyHint": True}}
 TOOLS = result(0, {"tools": [WRITE_TOOL, READ_TOOL]})
 
 
+AGENT = {"user-agent": "client/1"}
+
+
 def session(name: str, **extra: str) -> dict[str, str]:
     return {"mcp-session-id": name, "user-agent": "client/1", **extra}
 
@@ -64,7 +67,8 @@ def test_app_retry_on_a_fresh_session_is_unsafe_for_a_write_tool(tmp_path: Path)
         call(1, "write_record", at=103, scope="B", ok=True),
     )
     (group,) = groups
-    assert (group["origin"], group["confidence"], group["attempts"]) == ("app-retry", "high", 2)
+    # Medium, not high: a fresh session of the same client may also be its next run sending the same request.
+    assert (group["origin"], group["confidence"], group["attempts"]) == ("app-retry", "medium", 2)
     assert group["safety"] == "unsafe" and group["may_have_run_twice"] is True
     retry = by_id(records)[group["members"][1]]
     assert (retry["attempt"], retry["retry_origin"], retry["flags"]) == (2, "app-retry", ["UNSAFE_RETRY"])
@@ -151,12 +155,13 @@ def test_manual_and_agent_retries(tmp_path: Path) -> None:
         call(2, "lookup", at=190, **OK),
     )
     assert (late["origin"], late["confidence"]) == ("manual", "low")
-    _, (other,) = run(
+    # Another client (curl after the application) sending the same request is not a retry of it.
+    _, others = run(
         tmp_path,
         call(1, "lookup", at=300, status=502, body=b""),
-        call(2, "lookup", at=302, headers={"user-agent": "curl/8"}, **OK),
+        call(2, "lookup", at=302, scope="B", headers={"user-agent": "curl/8"}, **OK),
     )
-    assert other["origin"] == "manual"
+    assert others == []
     _, (agent,) = run(
         tmp_path,
         call(1, "lookup", at=400, body=result(1, text_result("no such key", isError=True))),
@@ -170,13 +175,17 @@ def test_protocol_fallback_and_mrtr_are_linked_but_not_failures(tmp_path: Path) 
     first_round = tool_call(2, "ask")
     second_round = tool_call(3, "ask")
     second_round["params"]["inputResponses"] = {"name": {"action": "accept"}}
+    agent = {"user-agent": "client/1"}
     _, groups = run(
         tmp_path,
-        exchange(discover, status=400, body=error(1, -32601, "Method not found"), at=100),
-        exchange(rpc(1, "initialize", {"protocolVersion": "2025-11-25"}), body=result(1, {}), at=100.1),
-        exchange(first_round, body=result(2, {"resultType": "input_required", "inputRequests": {}}), at=101),
-        exchange(second_round, body=result(3, text_result("hello")), at=102),
-    )
+        exchange(discover, status=400, body=error(1, -32601, "Method not found"), request_headers=agent, at=100,
+                 duration=0.05),
+        exchange(rpc(1, "initialize", {"protocolVersion": "2025-11-25"}), body=result(1, {}), request_headers=agent,
+                 at=100.1),
+        exchange(first_round, body=result(2, {"resultType": "input_required", "inputRequests": {}}),
+                 request_headers=agent, at=101),
+        exchange(second_round, body=result(3, text_result("hello")), request_headers=agent, at=102),
+    )  # fmt: skip
     assert [(g["origin"], g["failure_retry"], g["safety"]) for g in groups] == [
         ("protocol-fallback", False, "not-a-failure-retry"),
         ("mrtr-round", False, "not-a-failure-retry"),
@@ -263,9 +272,10 @@ def test_fallback_from_streamable_http_to_the_2024_transport(tmp_path: Path) -> 
     stream = b"event: endpoint\ndata: /messages/?session_id=abc\n\n" + sse(result(1, {"protocolVersion": "2024-11-05"}))
     records, groups = run(
         tmp_path,
-        exchange(init, status=405, body=b"", at=100, duration=0.05),
-        exchange(None, method="GET", path="/sse", body=stream, content_type="text/event-stream", at=100.2, duration=5),
-        exchange(init, path="/messages/?session_id=abc", status=202, body=b"", at=100.3),
+        exchange(init, status=405, body=b"", request_headers=AGENT, at=100, duration=0.05),
+        exchange(None, method="GET", path="/sse", body=stream, content_type="text/event-stream", at=100.2, duration=5,
+                 request_headers=AGENT),
+        exchange(init, path="/messages/?session_id=abc", status=202, body=b"", request_headers=AGENT, at=100.3),
     )
     (group,) = groups
     assert (group["origin"], group["failure_retry"]) == ("protocol-fallback", False)

@@ -82,3 +82,27 @@ def test_input_required_is_not_red_and_the_page_opens_on_the_first_failure(tmp_p
     opened = seen["results"][0]["value"]
     assert outcomes[opened] == "TOOL_ERROR"
     assert "INPUT_REQUIRED" not in seen["results"][1]["value"] and "TOOL_ERROR" in seen["results"][1]["value"]
+
+
+def test_details_name_the_client_and_search_finds_it(tmp_path: Path) -> None:
+    agent = {"user-agent": "agent-under-test/7", "mcp-session-id": "sess-4711"}
+    capture = write(tmp_path, exchange(tool_call(1, "echo"), request_headers=agent, body=result(1, text_result())))
+    report = tmp_path / "report.html"
+    data = write_report([capture], report)
+    (client,) = data["clients"]
+    assert (client["user_agent"], client["session"], client["lineage"]) == ("agent-under-test/7", "sess-4711", "k1")
+    seen = inspect_report(
+        report,
+        [
+            {"do": "click", "selector": '#table-rows .row[data-call-id="c1"]'},
+            {"do": "eval", "expression": "document.querySelector('#details table.client').textContent"},
+            {"do": "fill", "selector": "#search", "value": "sess-4711"},
+            {"do": "eval", "expression": "document.getElementById('count').textContent"},
+            {"do": "fill", "selector": "#search", "value": "another-session"},
+            {"do": "eval", "expression": "document.getElementById('count').textContent"},
+        ],
+    )
+    assert seen["page_errors"] == [] and seen["console_errors"] == []
+    shown = seen["results"][1]["value"]
+    assert "k1" in shown and "agent-under-test/7" in shown and "session sess-4711" in shown
+    assert seen["results"][3]["value"].startswith("1 of 1") and seen["results"][5]["value"].startswith("0 of 1")
