@@ -13,6 +13,7 @@ from mcp_blackbox.addon.jsonrpc import MCP_REQUEST_HEADERS
 from mcp_blackbox.analyzer.call_record import call_record
 from mcp_blackbox.analyzer.classify import CaptureFacts, apply_verdict, protocol_version
 from mcp_blackbox.analyzer.clients import identify_clients
+from mcp_blackbox.analyzer.executions import DuplicateExecution, find_duplicate_executions
 from mcp_blackbox.analyzer.extract import Extracted, extract_messages
 from mcp_blackbox.analyzer.load import LoadReport, read_exchanges
 from mcp_blackbox.analyzer.pair import legacy_session_of_endpoint, pair_messages, scope_of
@@ -32,6 +33,7 @@ class Analysis:
     facts: CaptureFacts
     retry_groups: list[RetryGroup] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # what the capture could not show
+    duplicate_executions: list[DuplicateExecution] = field(default_factory=list)  # writes that ran again
 
     @cached_property
     def calls(self) -> list[dict[str, Any]]:
@@ -137,6 +139,7 @@ def analyze(
         call.number = number
     identify_clients(calls, facts.versions)
     retry_groups = find_retries(calls, facts)
+    duplicates = find_duplicate_executions(calls, facts)
     notes = []
     if sse_without_times:
         notes.append(
@@ -144,7 +147,7 @@ def analyze(
             "content-encoded): their events are dated at the end of the response, and a cut stream may have "
             "lost its body"
         )
-    return Analysis(calls, exchanges, report, facts, retry_groups, notes)
+    return Analysis(calls, exchanges, report, facts, retry_groups, notes, duplicates)
 
 
 def _not_mcp(exchange: Exchange) -> str:

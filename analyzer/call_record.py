@@ -29,6 +29,7 @@ COLUMNS = [
     "retry_origin",
     "retry_confidence",
     "client",
+    "arguments_digest",
     "protocol_version",
     "evidence",
     "source",
@@ -62,6 +63,8 @@ def call_record(call: Call, version: str | None) -> dict[str, Any]:
         "retry_origin": call.retry_origin,
         "retry_confidence": call.retry_confidence,
         "client": call.client.record() if call.client is not None else None,
+        # Of the params without _meta (for tools/call: the tool's name and arguments); equal digests, equal calls.
+        "arguments_digest": call.request.facts.digest if call.request.facts is not None else None,
         "protocol_version": version,
         "evidence": list(call.evidence),
         "source": exchange.source,

@@ -17,7 +17,7 @@ from mcp_blackbox.analyzer.vocabulary import Flag, Layer, Outcome, is_failure
 OUTCOMES = tuple(Outcome)
 LAYERS = tuple(Layer)
 FLAGS = tuple(Flag)
-DEFAULT_FAIL_ON = (*(o for o in Outcome if o.is_failure), Flag.UNSAFE_RETRY)
+DEFAULT_FAIL_ON = (*(o for o in Outcome if o.is_failure), Flag.UNSAFE_RETRY, Flag.DUPLICATE_EXECUTION)
 
 
 def canonical_name(name: str) -> str:

@@ -46,6 +46,7 @@ class Tally:
             "flags": dict(self.flags.most_common()),
             "retry_groups": len(analysis.retry_groups),
             "retries_by_origin": dict(Counter(g.origin for g in analysis.retry_groups).most_common()),
+            "duplicate_executions": len(analysis.duplicate_executions),
             "read_problems": analysis.read_problems,
             "notes": analysis.notes,
         }
@@ -82,7 +83,9 @@ def write_json(analysis: Analysis, out: IO[str], *, redact: bool = True) -> None
     for number, group in enumerate(analysis.retry_groups):
         out.write(",\n " if number else "\n ")
         out.write(json.dumps(group.record(), default=str))
-    out.write('\n],\n"summary": ')
+    out.write('\n],\n"duplicate_executions": ')
+    out.write(json.dumps([d.record() for d in analysis.duplicate_executions], default=str))
+    out.write(',\n"summary": ')
     out.write(json.dumps(tally.summary(analysis), indent=1, default=str))
     out.write(',\n"skipped": ')
     out.write(json.dumps(analysis.skipped, indent=1, default=str))

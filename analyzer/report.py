@@ -210,6 +210,7 @@ def _meta(analysis: Analysis, paths: list[str], origin: float, redact: bool) -> 
         "notes": analysis.notes,
         "retry_groups": len(groups),
         "unsafe_replays": sum(1 for g in groups if g.safety.is_unsafe),
+        "duplicate_executions": [d.record() for d in analysis.duplicate_executions],
         "twice": sum(1 for g in groups if g.may_have_run_twice),
         "redacted": redact,
         "detail_limit": DETAIL_LIMIT,

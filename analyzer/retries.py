@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mcp_blackbox.analyzer.classify import CaptureFacts
+from mcp_blackbox.analyzer.executions import Execution, execution, replayable
 from mcp_blackbox.analyzer.records import C2S, Call, Exchange
 from mcp_blackbox.analyzer.vocabulary import (
     ANSWERED_WRONGLY,
-    EFFECTS_UNKNOWN,
     Confidence,
     Flag,
     Outcome,
@@ -327,8 +327,8 @@ def _attempt_safety(before: Call, after: Call, facts: CaptureFacts) -> Safety:
         notes.append(Safety.POINTLESS)
     tool = facts.tools.get(after.tool or "") or {}
     hints = given if isinstance(given := tool.get("annotations"), dict) else {}
-    replayable = bool(hints.get("readOnlyHint") or hints.get("idempotentHint"))
-    if after.method == "tools/call" and _effects_unknown(before) and not replayable:
+    harmless = replayable(after.tool, facts)
+    if after.method == "tools/call" and _effects_unknown(before) and not harmless:
         why = f"{before.outcome} left the tool's side effects unknown and {after.tool!r} is not marked "
         why += "readOnlyHint or idempotentHint in tools/list" if tool else "in any tools/list of the capture"
         if hints.get("destructiveHint"):
@@ -339,7 +339,7 @@ def _attempt_safety(before: Call, after: Call, facts: CaptureFacts) -> Safety:
         # The server answered, so it ran: do not replay; keep the raw answer and find the defect.
         after.evidence = (*after.evidence, f"replayed after {before.outcome}: the server answered, so it ran")
         notes.append(Safety.DO_NOT_REPLAY)
-    elif before.outcome == Outcome.TOOL_ERROR and after.method == "tools/call" and not replayable:
+    elif before.outcome == Outcome.TOOL_ERROR and after.method == "tools/call" and not harmless:
         why = f"{after.tool!r} ran and reported an error; repeating it depends on what it does"
         after.evidence = (*after.evidence, why)
         notes.append(Safety.DEPENDS_ON_TOOL)
@@ -352,9 +352,7 @@ def _same_params(before: Call, after: Call) -> bool:
 
 
 def _effects_unknown(call: Call) -> bool:
-    status = call.exchange.status
-    server_error = call.outcome == Outcome.HTTP_ERROR and status is not None and status >= 500
-    return call.outcome in EFFECTS_UNKNOWN or server_error
+    return execution(call) is Execution.MAYBE
 
 
 def _both_reached_server(before: Call, after: Call) -> bool:

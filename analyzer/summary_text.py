@@ -38,6 +38,15 @@ def summary_text(analysis: Analysis, width: int = 80) -> str:
             if call["evidence"]:
                 # Evidence quotes what servers said: redacted, like the export and the report.
                 lines.append(cut(f"{INDENT}{redact_text(call['evidence'][-1])}", width))
+    if analysis.duplicate_executions:
+        lines += ["", *wrap("writes executed more than once (same client, same arguments):", width)]
+        for duplicate in analysis.duplicate_executions:
+            record = duplicate.record()
+            lines += wrap(
+                f"  {record['tool']} args {record['arguments_digest'][:10]}: {', '.join(record['calls'])} "
+                f"({', '.join(record['executions'])})",
+                width,
+            )
     if analysis.retry_groups:
         lines += ["", "retry chains:"]
         for group in analysis.retry_groups:

@@ -114,6 +114,7 @@ class Flag(StrEnum):
     LATE_RESPONSE = "LATE_RESPONSE"
     ANSWERED_AFTER_CANCEL = "ANSWERED_AFTER_CANCEL"
     UNSAFE_RETRY = "UNSAFE_RETRY"
+    DUPLICATE_EXECUTION = "DUPLICATE_EXECUTION"
     RETRY_AFTER_IGNORED = "RETRY_AFTER_IGNORED"
 
     @property
@@ -133,6 +134,10 @@ _FLAG_DESCRIPTIONS: dict[Flag, str] = {
     Flag.ANSWERED_AFTER_CANCEL: "A result arrived after the client cancelled: the server did the work anyway.",
     Flag.UNSAFE_RETRY: (
         "A tool that is not read-only or idempotent was called again after a failure that may have run it."
+    ),
+    Flag.DUPLICATE_EXECUTION: (
+        "The same client ran again a tool not marked read-only or idempotent, with identical arguments, after an "
+        "earlier execution that completed or may have: a write that may have happened twice."
     ),
     Flag.RETRY_AFTER_IGNORED: "Retried sooner than the 429's (or 503's) Retry-After asked.",
 }

@@ -60,7 +60,7 @@ def test_cancel_before_any_response_is_cancelled_and_ends_the_attempt(tmp_path: 
     assert any("notifications/cancelled 10.00 s after the request" in line for line in first["evidence"])
     (group,) = groups
     assert group["members"] == [first["call_id"], again["call_id"]]
-    assert group["origin"] == "app-retry" and again["flags"] == ["UNSAFE_RETRY"]
+    assert group["origin"] == "app-retry" and again["flags"] == ["DUPLICATE_EXECUTION", "UNSAFE_RETRY"]
 
 
 def test_result_after_the_cancel_is_kept_and_flagged(tmp_path: Path) -> None:
@@ -166,7 +166,7 @@ def test_planned_reconnect_is_not_late(tmp_path: Path) -> None:
     cut = {"ended": "upstream-error", "error": "peer closed", "event_times": None}
 
     def attempt(rpc_id: int, at: float, stream: dict[str, Any]) -> list[Any]:
-        post = exchange(tool_call(rpc_id, "lookup"), body=b"id: e1\ndata: \nretry: 500\n\n",
+        post = exchange(tool_call(rpc_id, f"lookup{rpc_id}"), body=b"id: e1\ndata: \nretry: 500\n\n",
                         content_type="text/event-stream", request_headers=session("A"), stream=stream, at=at)
         get = exchange(None, method="GET", body=sse(result(rpc_id, text_result("ok")), ids=True),
                        content_type="text/event-stream", request_headers=session("A", **{"last-event-id": "e1"}),

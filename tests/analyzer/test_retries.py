@@ -71,7 +71,8 @@ def test_app_retry_on_a_fresh_session_is_unsafe_for_a_write_tool(tmp_path: Path)
     assert (group["origin"], group["confidence"], group["attempts"]) == ("app-retry", "medium", 2)
     assert group["safety"] == "unsafe" and group["may_have_run_twice"] is True
     retry = by_id(records)[group["members"][1]]
-    assert (retry["attempt"], retry["retry_origin"], retry["flags"]) == (2, "app-retry", ["UNSAFE_RETRY"])
+    assert (retry["attempt"], retry["retry_origin"]) == (2, "app-retry")
+    assert retry["flags"] == ["DUPLICATE_EXECUTION", "UNSAFE_RETRY"], "the 503 may have run it: now it ran again"
     assert any("destructiveHint" in e for e in retry["evidence"])
     assert by_id(records)[group["members"][0]]["attempt"] == 1
 
@@ -254,9 +255,10 @@ def test_unrelated_calls_are_not_grouped(tmp_path: Path) -> None:
 
 
 def test_retry_decision_table_for_answers_that_did_arrive(tmp_path: Path) -> None:
-    """Seed table: unchanged after -32602 fails again; after a malformed answer, do not replay."""
+    """Unchanged after -32602 fails again; after a malformed answer, do not replay (lookup is read-only)."""
     records, groups = run(
         tmp_path,
+        tools_list(99),
         call(1, "write_record", at=100, body=error(1, -32602, "bad key")),
         call(2, "write_record", at=101, **OK),
         call(3, "lookup", at=200, body=b"{not json"),

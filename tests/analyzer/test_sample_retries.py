@@ -47,7 +47,8 @@ def test_app_retry_groups_the_same_id_across_sessions_and_flags_the_write() -> N
     first, second = (calls[m] for m in group["members"])
     assert first["jsonrpc_id"] == second["jsonrpc_id"] == 4 and first["scope"] != second["scope"]
     assert (first["outcome"], second["outcome"]) == ("HTTP_ERROR", "TOOL_SUCCESS")
-    assert second["flags"] == ["UNSAFE_RETRY"] and group["safety"] == "unsafe"
+    # The 503 may have run it; the second attempt ran it: a write executed more than once.
+    assert second["flags"] == ["DUPLICATE_EXECUTION", "UNSAFE_RETRY"] and group["safety"] == "unsafe"
     assert group["may_have_run_twice"] is True
     assert any("not marked readOnlyHint or idempotentHint" in e for e in second["evidence"])
 

@@ -62,7 +62,8 @@ EXPECTED: dict[str, list[tuple[str | None, str | None, str, list[str]]]] = {
         ("tools/call", "echo", "TOOL_SUCCESS", []),
         ("tools/call", "write_record", "HTTP_ERROR", []),
         ("tools/call", "echo", "TOOL_SUCCESS", []),
-        ("tools/call", "write_record", "TOOL_SUCCESS", ["UNSAFE_RETRY"]),
+        # The 503 left it unknown whether write_record ran; the re-send ran it (again).
+        ("tools/call", "write_record", "TOOL_SUCCESS", ["DUPLICATE_EXECUTION", "UNSAFE_RETRY"]),
     ],
     "py-session-expired": [
         ("tools/call", "echo", "TOOL_SUCCESS", []),

@@ -106,3 +106,14 @@ def test_details_name_the_client_and_search_finds_it(tmp_path: Path) -> None:
     shown = seen["results"][1]["value"]
     assert "k1" in shown and "agent-under-test/7" in shown and "session sess-4711" in shown
     assert seen["results"][3]["value"].startswith("1 of 1") and seen["results"][5]["value"].startswith("0 of 1")
+
+
+def test_header_counts_writes_executed_more_than_once(tmp_path: Path) -> None:
+    samples = Path(__file__).resolve().parents[2] / "sample_captures"
+    report = tmp_path / "report.html"
+    data = write_report([samples / "py-app-retry-after-503.flows"], report)
+    (duplicate,) = data["meta"]["duplicate_executions"]
+    assert duplicate["tool"] == "write_record" and len(duplicate["calls"]) == 2
+    html = report.read_text(encoding="utf-8")
+    assert re.search(r'<div class="card bad"[^>]*><div class="n">1</div>writes executed more than once', html)
+    assert "write_record (arguments" in html

@@ -1,0 +1,115 @@
+"""DUPLICATE_EXECUTION: a write the same client ran twice, with identical arguments, retry or not.
+
+The typical case is an application loop that re-runs its whole sequence after a later step failed, and
+with it a write that had already succeeded. Look-alikes must stay unflagged: another client, other
+arguments, a read-only or idempotent tool, a first attempt refused before it ran, a connection the
+proxy never made.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from mcp_blackbox.analyzer import analyze
+from mcp_blackbox.analyzer.check import DEFAULT_FAIL_ON, matching_calls
+from mcp_blackbox.analyzer.summary_text import summary_text
+from tests.analyzer.flows import exchange, result, rpc, sse, text_result, tool_call, write
+
+UA = {"user-agent": "app/1"}
+TOOLS = {
+    "tools": [
+        {"name": "write_record", "annotations": {"destructiveHint": True}},
+        {"name": "lookup", "annotations": {"readOnlyHint": True}},
+        {"name": "report", "annotations": {"readOnlyHint": True}},
+        {"name": "set_flag", "annotations": {"idempotentHint": True}},
+    ]
+}
+
+
+def session(scope: str) -> dict[str, str]:
+    return {"mcp-session-id": scope, **UA}
+
+
+def start(scope: str, at: float) -> list[Any]:
+    init = exchange(rpc(0, "initialize", {"protocolVersion": "2025-11-25"}), body=result(0, {}), request_headers=UA,
+                    response_headers={"mcp-session-id": scope}, at=at, duration=0.01)  # fmt: skip
+    listing = exchange(rpc(1, "tools/list"), body=result(1, TOOLS), request_headers=session(scope), at=at + 0.02,
+                       duration=0.01)  # fmt: skip
+    return [init, listing]
+
+
+def tool(rpc_id: int, name: str, scope: str, at: float, args: dict[str, Any] | None = None, **kw: Any) -> Any:
+    message = tool_call(rpc_id, name)
+    message["params"]["arguments"] = args if args is not None else {"key": "order-1", "value": "paid"}
+    kw.setdefault("body", result(rpc_id, text_result("done")))
+    return exchange(message, request_headers=session(scope), at=at, duration=kw.pop("duration", 0.01), **kw)
+
+
+def cut_stream(rpc_id: int, name: str, scope: str, at: float) -> Any:
+    progress = {"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": rpc_id}}
+    cut = {"ended": "upstream-error", "error": "peer closed"}
+    return tool(rpc_id, name, scope, at, {}, body=sse(progress), content_type="text/event-stream",
+                error_message="peer closed connection", stream=cut)  # fmt: skip
+
+
+def analysis_of(tmp_path: Path, *flows: Any) -> Any:
+    return analyze([write(tmp_path, *flows)])
+
+
+def flagged(analysis: Any) -> list[tuple[str | None, Any]]:
+    return [(c["tool"], c["jsonrpc_id"]) for c in analysis.calls if "DUPLICATE_EXECUTION" in c["flags"]]
+
+
+def test_app_loop_re_running_its_sequence_executes_the_write_twice(tmp_path: Path) -> None:
+    analysis = analysis_of(
+        tmp_path,
+        *start("A", 100.0),
+        tool(2, "write_record", "A", 100.1),
+        cut_stream(3, "report", "A", 100.2),
+        *start("B", 101.0),
+        tool(2, "write_record", "B", 101.1),
+        tool(3, "report", "B", 101.2, {}),
+    )
+    assert flagged(analysis) == [("write_record", 2)]
+    (duplicate,) = analysis.duplicate_executions
+    calls = {c["call_id"]: c for c in analysis.calls}
+    assert [calls[c]["scope"] for c in duplicate.record()["calls"]] == ["session:A", "session:B"]
+    assert duplicate.record()["executions"] == ["ran", "ran"]
+    write_again = next(c for c in analysis.calls if c["scope"] == "session:B" and c["tool"] == "write_record")
+    assert write_again["retry_group"] is None, "not a retry: the first write succeeded"
+    assert "ran before in" in write_again["evidence"][-1]
+    assert write_again in matching_calls(analysis.calls, DEFAULT_FAIL_ON), "check fails on it by default"
+    assert "writes executed more than once" in summary_text(analysis)
+
+
+def test_a_write_that_may_have_run_then_ran_is_a_duplicate(tmp_path: Path) -> None:
+    analysis = analysis_of(
+        tmp_path, *start("A", 100.0),
+        tool(2, "write_record", "A", 100.1, body=b"unavailable", status=503, content_type="text/plain"),
+        tool(3, "write_record", "A", 101.2),
+    )  # fmt: skip
+    assert flagged(analysis) == [("write_record", 3)]
+    assert analysis.duplicate_executions[0].record()["executions"] == ["may have run", "ran"]
+
+
+def test_look_alikes_are_not_duplicates(tmp_path: Path) -> None:
+    connect_failed = tool(2, "write_record", "A", 100.1, status=None, body=None,
+                          error_message="Connect call failed ('127.0.0.1', 9)")  # fmt: skip
+    analysis = analysis_of(
+        tmp_path,
+        *start("A", 100.0),
+        connect_failed,  # never reached the server
+        tool(3, "write_record", "A", 100.5),
+        tool(4, "write_record", "A", 100.6, {"key": "order-2", "value": "paid"}),  # other arguments
+        tool(5, "lookup", "A", 100.7),
+        tool(6, "lookup", "A", 100.8),  # read-only
+        tool(7, "set_flag", "A", 100.9),
+        tool(8, "set_flag", "A", 101.0),  # idempotent
+        tool(9, "write_record", "A", 101.1, {"key": "order-3"}, status=401, body=b"", content_type="text/plain"),
+        tool(10, "write_record", "A", 101.2, {"key": "order-3"}),  # refused before it ran
+        *start("X", 100.55),  # another client, alive alongside A, writes the same
+        tool(2, "write_record", "X", 100.56),
+    )
+    assert flagged(analysis) == []
+    assert analysis.duplicate_executions == []
