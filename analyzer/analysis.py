@@ -34,6 +34,7 @@ class Analysis:
     retry_groups: list[RetryGroup] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # what the capture could not show
     duplicate_executions: list[DuplicateExecution] = field(default_factory=list)  # writes that ran again
+    stream_events: list[dict[str, Any]] = field(default_factory=list)  # a GET or DELETE refused: no call
 
     @cached_property
     def calls(self) -> list[dict[str, Any]]:
@@ -128,7 +129,8 @@ def analyze(
     timeline.sort(key=attrgetter("t"))
     pairing = pair_messages(timeline)
     del timeline
-    calls = pairing.calls + [_orphan_call(m) for m in pairing.orphans]
+    stream_events = [_stream_event(m) for m in pairing.orphans if _is_stream_event(m)]
+    calls = pairing.calls + [_orphan_call(m) for m in pairing.orphans if not _is_stream_event(m)]
     facts = gather_facts(calls)
     for call in calls:
         if not call.outcome:
@@ -147,12 +149,33 @@ def analyze(
             "content-encoded): their events are dated at the end of the response, and a cut stream may have "
             "lost its body"
         )
-    return Analysis(calls, exchanges, report, facts, retry_groups, notes, duplicates)
+    return Analysis(calls, exchanges, report, facts, retry_groups, notes, duplicates, stream_events)
 
 
 def _not_mcp(exchange: Exchange) -> str:
     what = exchange.content_type or "no response" if exchange.status is None else exchange.content_type or "no body"
     return f"not MCP: {exchange.method} {exchange.path} ({what}) has no JSON-RPC message, MCP header or MCP endpoint"
+
+
+def _is_stream_event(message: Message) -> bool:
+    """An error that answers a GET stream or a DELETE of the session (405 with id null, say): an event of
+    that stream or session. Those requests carry no JSON-RPC request, so no call exists to fail."""
+    return message.exchange.method in ("GET", "DELETE") and message.kind in ("error", "invalid")
+
+
+def _stream_event(message: Message) -> dict[str, Any]:
+    exchange = message.exchange
+    what = f"JSON-RPC error {message.error[0]}: {message.error[1]}" if message.error else f"{message.problem}"
+    return {
+        "flow": exchange.flow_id,
+        "source": exchange.source,
+        "scope": exchange.scope,
+        "method": exchange.method,
+        "path": exchange.path,
+        "status": exchange.status,
+        "t": message.t,
+        "what": what,
+    }
 
 
 def _orphan_call(message: Message) -> Call:

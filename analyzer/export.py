@@ -47,6 +47,7 @@ class Tally:
             "retry_groups": len(analysis.retry_groups),
             "retries_by_origin": dict(Counter(g.origin for g in analysis.retry_groups).most_common()),
             "duplicate_executions": len(analysis.duplicate_executions),
+            "stream_events": len(analysis.stream_events),
             "read_problems": analysis.read_problems,
             "notes": analysis.notes,
         }
@@ -83,13 +84,19 @@ def write_json(analysis: Analysis, out: IO[str], *, redact: bool = True) -> None
     for number, group in enumerate(analysis.retry_groups):
         out.write(",\n " if number else "\n ")
         out.write(json.dumps(group.record(), default=str))
-    out.write('\n],\n"duplicate_executions": ')
+    out.write('\n],\n"stream_events": ')
+    out.write(json.dumps([_redacted_event(e) if redact else e for e in analysis.stream_events], default=str))
+    out.write(',\n"duplicate_executions": ')
     out.write(json.dumps([d.record() for d in analysis.duplicate_executions], default=str))
     out.write(',\n"summary": ')
     out.write(json.dumps(tally.summary(analysis), indent=1, default=str))
     out.write(',\n"skipped": ')
     out.write(json.dumps(analysis.skipped, indent=1, default=str))
     out.write("}\n")
+
+
+def _redacted_event(event: dict[str, Any]) -> dict[str, Any]:
+    return {**event, "what": redact_text(event["what"])}
 
 
 def write_csv(analysis: Analysis, out: IO[str], *, redact: bool = True) -> None:

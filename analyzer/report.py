@@ -208,6 +208,11 @@ def _meta(analysis: Analysis, paths: list[str], origin: float, redact: bool) -> 
         "skipped": len(analysis.skipped),
         "read_problems": [f"{p['source']}: {p['reason']}" for p in analysis.read_problems],
         "notes": analysis.notes,
+        # A refused GET stream or DELETE: said once in the header, neither a call nor a failure.
+        "stream_events": [
+            (redact_text if redact else str)(f"{e['method']} {e['path']} (HTTP {e['status']}): {e['what']}")
+            for e in analysis.stream_events[:20]
+        ],
         "retry_groups": len(groups),
         "unsafe_replays": sum(1 for g in groups if g.safety.is_unsafe),
         "duplicate_executions": [d.record() for d in analysis.duplicate_executions],
