@@ -254,12 +254,12 @@ def _origin(before: Call, call: Call) -> Origin:
     attempts = b.request_headers.get("x-envoy-attempt-count")
     if attempts and attempts.strip().isascii() and attempts.strip().isdigit() and int(attempts) > 1:
         return RetryOrigin.PROXY, Confidence.HIGH, [*evidence, f"x-envoy-attempt-count: {attempts}"]
-    if a.status in (401, 403):
-        credentials = b.request_headers.get("authorization")
-        added = credentials is not None and credentials != a.request_headers.get("authorization")
-        confidence = Confidence.HIGH if same_id and added else Confidence.MEDIUM
-        why = "credentials added or changed" if added else "after 401/403"
-        return RetryOrigin.AUTH_RETRY, confidence, [*evidence, why]
+    credentials = b.request_headers.get("authorization")
+    if a.status in (401, 403) and credentials is not None and credentials != a.request_headers.get("authorization"):
+        # Only new credentials make it an auth retry: the same request refused again, or an unconditional
+        # probe after a 403 for another reason (a foreign Origin), is not one.
+        confidence = Confidence.HIGH if same_id else Confidence.MEDIUM
+        return RetryOrigin.AUTH_RETRY, confidence, [*evidence, "credentials added or changed after 401/403"]
     if same_id and before.scope == call.scope and delay < PROXY_GAP:
         why = "byte-identical re-send within 0.5 s: a gateway's copy"
         return RetryOrigin.PROXY, Confidence.MEDIUM, [*evidence, why]

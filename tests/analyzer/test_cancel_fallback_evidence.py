@@ -185,3 +185,15 @@ def test_a_flag_is_explained_by_the_last_line(tmp_path: Path) -> None:
     (call,) = records
     assert call["flags"] == ["SUSPECT_SOFT_ERROR"]
     assert "reads like an error" in call["evidence"][-1]
+
+
+def test_a_probe_again_after_403_without_new_credentials_is_no_auth_retry(tmp_path: Path) -> None:
+    """A probe refused for a foreign Origin (403), then the client's next, unconditional probe."""
+    probe = rpc(1, "server/discover", DISCOVER)
+    _, groups = run(
+        tmp_path,
+        exchange(probe, status=403, body=b"forbidden origin", content_type="text/plain",
+                 request_headers={**AGENT, "origin": "http://evil.example"}, at=100.0, duration=0.01),
+        exchange(probe, body=result(1, {"supportedVersions": ["2026-07-28"]}), request_headers=AGENT, at=100.5),
+    )  # fmt: skip
+    assert all(g["origin"] != "auth-retry" for g in groups)
