@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mcp_blackbox.addon.jsonrpc import MCP_REQUEST_HEADERS
+from mcp_blackbox.analyzer.auth import auth_record, auth_step
 from mcp_blackbox.analyzer.call_record import call_record
 from mcp_blackbox.analyzer.classify import CaptureFacts, apply_verdict, protocol_version
 from mcp_blackbox.analyzer.clients import identify_clients
@@ -35,6 +36,7 @@ class Analysis:
     notes: list[str] = field(default_factory=list)  # what the capture could not show
     duplicate_executions: list[DuplicateExecution] = field(default_factory=list)  # writes that ran again
     stream_events: list[dict[str, Any]] = field(default_factory=list)  # a GET or DELETE refused: no call
+    auth_steps: list[dict[str, Any]] = field(default_factory=list)  # the OAuth flow around the calls
 
     @cached_property
     def calls(self) -> list[dict[str, Any]]:
@@ -89,9 +91,7 @@ def _mcp_reason(exchange: Exchange, extracted: Extracted, known: set[str]) -> st
     return None
 
 
-def analyze(
-    paths: Iterable[str | Path], *, keep_details: bool = False, report: LoadReport | None = None
-) -> Analysis:
+def analyze(paths: Iterable[str | Path], *, keep_details: bool = False, report: LoadReport | None = None) -> Analysis:
     """Analyze flow files (from the addon, plain mitmdump or HAR) into calls with verdicts.
 
     ``keep_details`` keeps bodies, every header and the addon's per-chunk record (for a report);
@@ -104,9 +104,17 @@ def analyze(
     legacy_streams: dict[str, str] = {}
     known: set[str] = set()
     sse_without_times = 0
+    auth_steps: list[dict[str, Any]] = []
     for exchange in read_exchanges(list(paths), report, keep_all=keep_details):
         extracted = extract_messages(exchange, whole=keep_details)
         reason = _mcp_reason(exchange, extracted, known)
+        if reason is None and (step := auth_step(exchange)) is not None:
+            # Analyzed, not skipped: part of the story (a 401, then credentials), though no call.
+            auth_steps.append(auth_record(exchange, step))
+            exchanges.append(exchange)
+            if not keep_details:
+                exchange.request_body = exchange.response_body = None
+            continue
         if reason is None:
             report.skip(exchange.source, exchange.index, exchange.flow_id, _not_mcp(exchange))
             continue
@@ -149,7 +157,7 @@ def analyze(
             "content-encoded): their events are dated at the end of the response, and a cut stream may have "
             "lost its body"
         )
-    return Analysis(calls, exchanges, report, facts, retry_groups, notes, duplicates, stream_events)
+    return Analysis(calls, exchanges, report, facts, retry_groups, notes, duplicates, stream_events, auth_steps)
 
 
 def _not_mcp(exchange: Exchange) -> str:

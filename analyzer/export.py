@@ -48,6 +48,7 @@ class Tally:
             "retries_by_origin": dict(Counter(g.origin for g in analysis.retry_groups).most_common()),
             "duplicate_executions": len(analysis.duplicate_executions),
             "stream_events": len(analysis.stream_events),
+            "auth_steps": len(analysis.auth_steps),
             "read_problems": analysis.read_problems,
             "notes": analysis.notes,
         }
@@ -84,7 +85,9 @@ def write_json(analysis: Analysis, out: IO[str], *, redact: bool = True) -> None
     for number, group in enumerate(analysis.retry_groups):
         out.write(",\n " if number else "\n ")
         out.write(json.dumps(group.record(), default=str))
-    out.write('\n],\n"stream_events": ')
+    out.write('\n],\n"auth_steps": ')
+    out.write(json.dumps(analysis.auth_steps, default=str))
+    out.write(',\n"stream_events": ')
     out.write(json.dumps([_redacted_event(e) if redact else e for e in analysis.stream_events], default=str))
     out.write(',\n"duplicate_executions": ')
     out.write(json.dumps([d.record() for d in analysis.duplicate_executions], default=str))

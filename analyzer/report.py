@@ -208,6 +208,9 @@ def _meta(analysis: Analysis, paths: list[str], origin: float, redact: bool) -> 
         "skipped": len(analysis.skipped),
         "read_problems": [f"{p['source']}: {p['reason']}" for p in analysis.read_problems],
         "notes": analysis.notes,
+        "auth_steps": [
+            f"{a['step']}: {a['method']} {a['path']} (HTTP {a['status']})" for a in analysis.auth_steps[:20]
+        ],
         # A refused GET stream or DELETE: said once in the header, neither a call nor a failure.
         "stream_events": [
             (redact_text if redact else str)(f"{e['method']} {e['path']} (HTTP {e['status']}): {e['what']}")
