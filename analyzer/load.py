@@ -253,6 +253,7 @@ ANALYZED_HEADERS = frozenset(
         "user-agent",
         "www-authenticate",
         "x-envoy-attempt-count",
+        "x-request-id",
         "authorization",
     }
 )

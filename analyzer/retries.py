@@ -98,12 +98,22 @@ def find_retries(calls: list[Call], facts: CaptureFacts) -> list[RetryGroup]:
     latest: dict[tuple[str, str, str, str], Call] = {}  # (lineage, server, method, params digest) -> attempt
     latest_tool: dict[tuple[str, str, str], Call] = {}  # (lineage, server, tool) -> attempt, any arguments
     latest_probe: dict[str, Call] = {}  # lineage -> its last refused modern probe or initialize
+    # (X-Request-ID, method, params digest) -> attempt: a gateway re-sends to another server, from its own
+    # connection, under the request id it gave the first attempt.
+    by_request_id: dict[tuple[str, str, str], Call] = {}
     by_call: dict[int, RetryGroup] = {id(g.members[0]): g for g in groups}
     for call in requests:
         assert call.request.facts is not None
         key = _key(call)
         lineage = _lineage(call)
-        previous, origin = _previous_attempt(call, latest.get(key), latest_tool, latest_probe.get(lineage))
+        request_id_key = _request_id_key(call)
+        gateway_copy = by_request_id.get(request_id_key) if request_id_key else None
+        previous: Call | None
+        origin: Origin | None
+        if gateway_copy is not None and is_failure(gateway_copy.outcome):
+            previous, origin = gateway_copy, _gateway_origin(gateway_copy, call)
+        else:
+            previous, origin = _previous_attempt(call, latest.get(key), latest_tool, latest_probe.get(lineage))
         if previous is not None and origin is not None:
             group = by_call.get(id(previous))
             if group is None or group.origin is RetryOrigin.TRANSPORT_RESUME:
@@ -125,6 +135,8 @@ def find_retries(calls: list[Call], facts: CaptureFacts) -> list[RetryGroup]:
             latest[key] = call
         else:
             latest.pop(key, None)
+        if request_id_key:
+            by_request_id[request_id_key] = call
         if call.tool:
             latest_tool[_tool_key(call)] = call
         if _is_refused_probe(call):
@@ -171,6 +183,26 @@ def _key(call: Call) -> tuple[str, str, str, str]:
     """A retry is the same client's, to the same server, with the same request."""
     digest = call.request.facts.digest if call.request.facts else ""
     return (_lineage(call), call.exchange.server, call.method or "", digest)
+
+
+def _request_id_key(call: Call) -> tuple[str, str, str] | None:
+    request_id = call.exchange.request_headers.get("x-request-id")
+    if not request_id or call.request.facts is None:
+        return None
+    return (request_id, call.method or "", call.request.facts.digest)
+
+
+def _gateway_origin(before: Call, call: Call) -> Origin:
+    """The same request under the same X-Request-ID after a failed attempt: the gateway re-sent it (nginx
+    proxy_next_upstream, HAProxy retry-on), to this server or another, right after a 5xx or after its
+    upstream timeout. The client saw one request."""
+    delay = call.request.t - (before.t_end or before.request.t)
+    where = "the same server" if before.exchange.server == call.exchange.server else f"{call.exchange.server}"
+    evidence = [
+        f"{before.outcome} (HTTP {before.exchange.status}) from {before.exchange.server}, then the same request "
+        f"with the same X-Request-ID {delay:.3f} s later to {where}: a gateway's re-send"
+    ]
+    return RetryOrigin.PROXY, Confidence.HIGH, evidence
 
 
 def _tool_key(call: Call) -> tuple[str, str, str]:

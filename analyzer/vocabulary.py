@@ -176,7 +176,7 @@ _ORIGIN_DESCRIPTIONS: dict[RetryOrigin, str] = {
     RetryOrigin.APP_RETRY: "The application sent the failed request again.",
     RetryOrigin.AGENT_RETRY: "After isError, the same tool again (other arguments only in the same session).",
     RetryOrigin.MANUAL: "The same client after a long pause: a person, not a loop.",
-    RetryOrigin.PROXY: "A gateway's copy of the request (x-envoy-attempt-count, or a re-send within 0.5 s).",
+    RetryOrigin.PROXY: "A gateway's copy (x-envoy-attempt-count, the same X-Request-ID, or a re-send within 0.5 s).",
     RetryOrigin.UNKNOWN: "Linked, but nothing tells who re-sent it.",
 }
 

@@ -166,11 +166,22 @@ def test_planned_reconnect_is_not_late(tmp_path: Path) -> None:
     cut = {"ended": "upstream-error", "error": "peer closed", "event_times": None}
 
     def attempt(rpc_id: int, at: float, stream: dict[str, Any]) -> list[Any]:
-        post = exchange(tool_call(rpc_id, f"lookup{rpc_id}"), body=b"id: e1\ndata: \nretry: 500\n\n",
-                        content_type="text/event-stream", request_headers=session("A"), stream=stream, at=at)
-        get = exchange(None, method="GET", body=sse(result(rpc_id, text_result("ok")), ids=True),
-                       content_type="text/event-stream", request_headers=session("A", **{"last-event-id": "e1"}),
-                       at=at + 0.6)
+        post = exchange(
+            tool_call(rpc_id, f"lookup{rpc_id}"),
+            body=b"id: e1\ndata: \nretry: 500\n\n",
+            content_type="text/event-stream",
+            request_headers=session("A"),
+            stream=stream,
+            at=at,
+        )
+        get = exchange(
+            None,
+            method="GET",
+            body=sse(result(rpc_id, text_result("ok")), ids=True),
+            content_type="text/event-stream",
+            request_headers=session("A", **{"last-event-id": "e1"}),
+            at=at + 0.6,
+        )
         return [post, get]  # fmt: skip
 
     records, _ = run(tmp_path, *attempt(1, 100.0, clean), *attempt(2, 110.0, cut))
@@ -197,3 +208,42 @@ def test_a_probe_again_after_403_without_new_credentials_is_no_auth_retry(tmp_pa
         exchange(probe, body=result(1, {"supportedVersions": ["2026-07-28"]}), request_headers=AGENT, at=100.5),
     )  # fmt: skip
     assert all(g["origin"] != "auth-retry" for g in groups)
+
+
+# ---------------------------------------------------------------- gateways
+
+
+def gateway_attempt(server: str, at: float, *, status: int = 200, duration: float = 0.01) -> Any:
+    """Recorded behind the gateway: its connection, its X-Request-ID, the client's body."""
+    message = tool_call(7, "write_record")
+    message["params"]["arguments"] = {"key": "k1"}
+    body = result(7, text_result("done")) if status == 200 else b"upstream busy"
+    kind = "application/json" if status == 200 else "text/plain"
+    headers = {**AGENT, "x-request-id": "req-42"}
+    return exchange(message, status=status, body=body, content_type=kind, request_headers=headers, server=server,
+                    at=at, duration=duration)  # fmt: skip
+
+
+def test_gateway_re_send_after_a_503_to_another_server_is_proxy(tmp_path: Path) -> None:
+    _, groups = run(
+        tmp_path,
+        gateway_attempt("http://127.0.0.1:8001", 100.0, status=503),
+        gateway_attempt("http://127.0.0.1:8002", 100.013),
+    )
+    (group,) = groups
+    assert (group["origin"], group["confidence"]) == ("proxy", "high")
+    assert "same X-Request-ID" in group["evidence"][0]
+
+
+def test_gateway_re_send_after_its_upstream_timeout_is_proxy(tmp_path: Path) -> None:
+    timed_out = gateway_attempt("http://127.0.0.1:8001", 100.0, status=504, duration=60.0)
+    _, groups = run(tmp_path, timed_out, gateway_attempt("http://127.0.0.1:8002", 160.01))
+    (group,) = groups
+    assert group["origin"] == "proxy"
+
+
+def test_same_request_id_after_a_success_is_no_retry(tmp_path: Path) -> None:
+    _, groups = run(
+        tmp_path, gateway_attempt("http://127.0.0.1:8001", 100.0), gateway_attempt("http://127.0.0.1:8002", 101.0)
+    )
+    assert groups == []
