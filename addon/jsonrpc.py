@@ -13,6 +13,17 @@ JsonObject = dict[str, Any]
 
 # Headers only MCP clients send (Streamable HTTP, 2025-03-26 and later).
 MCP_REQUEST_HEADERS = ("mcp-session-id", "mcp-protocol-version", "mcp-method", "mcp-name")
+# The method names MCP defines (2024-11-05 to 2026-07-28): JSON-RPC with only other methods (eth_call,
+# textDocument/hover) is some other protocol passing through the proxy.
+MCP_METHODS = frozenset({"initialize", "ping", "server/discover"})
+MCP_METHOD_PREFIXES = (
+    "tools/", "resources/", "prompts/", "completion/", "logging/", "sampling/", "elicitation/", "roots/", "tasks/",
+    "notifications/",
+)  # fmt: skip
+
+
+def is_mcp_method(name: str) -> bool:
+    return name in MCP_METHODS or name.startswith(MCP_METHOD_PREFIXES)
 
 
 def parse_messages(text: str | bytes) -> list[JsonObject] | None:

@@ -13,7 +13,7 @@ from urllib.parse import urljoin, urlsplit
 
 from mitmproxy import http
 
-from mcp_blackbox.addon.jsonrpc import MCP_REQUEST_HEADERS, JsonObject, is_jsonrpc, parse_messages
+from mcp_blackbox.addon.jsonrpc import MCP_REQUEST_HEADERS, JsonObject, is_jsonrpc, is_mcp_method, parse_messages
 
 # JSON-RPC bodies are small; a large upload is not worth parsing on the proxy's path.
 MAX_PEEK_BYTES = 1 << 20
@@ -79,7 +79,8 @@ class McpEndpoints:
         for name in MCP_REQUEST_HEADERS:
             if name in headers:
                 return f"request header {name}"
-        if requests:
+        methods = [m["method"] for m in requests if isinstance(m.get("method"), str)]
+        if requests and (not methods or any(is_mcp_method(m) for m in methods)):
             return "JSON-RPC request body"
         if flow.response is not None and "mcp-session-id" in flow.response.headers:
             return "response header mcp-session-id"

@@ -9,7 +9,7 @@ from operator import attrgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mcp_blackbox.addon.jsonrpc import MCP_REQUEST_HEADERS
+from mcp_blackbox.addon.jsonrpc import MCP_REQUEST_HEADERS, is_mcp_method
 from mcp_blackbox.analyzer.auth import auth_record, auth_step
 from mcp_blackbox.analyzer.call_record import call_record
 from mcp_blackbox.analyzer.classify import CaptureFacts, apply_verdict, protocol_version
@@ -80,7 +80,9 @@ class Analysis:
 
 
 def _mcp_reason(exchange: Exchange, extracted: Extracted, known: set[str]) -> str | None:
-    if extracted.claims_jsonrpc:
+    methods = {m.method for m in extracted.messages if m.method is not None}
+    # Answers alone (a client's reply to a server request) carry no method: JSON-RPC enough.
+    if extracted.claims_jsonrpc and (not methods or any(is_mcp_method(m) for m in methods)):
         return "JSON-RPC messages"
     if extracted.endpoint is not None:
         return "HTTP+SSE endpoint event"
@@ -116,7 +118,7 @@ def analyze(paths: Iterable[str | Path], *, keep_details: bool = False, report: 
                 exchange.request_body = exchange.response_body = None
             continue
         if reason is None:
-            report.skip(exchange.source, exchange.index, exchange.flow_id, _not_mcp(exchange))
+            report.skip(exchange.source, exchange.index, exchange.flow_id, _not_mcp(exchange, extracted))
             continue
         known.add(exchange.endpoint)
         exchanges.append(exchange)
@@ -160,8 +162,15 @@ def analyze(paths: Iterable[str | Path], *, keep_details: bool = False, report: 
     return Analysis(calls, exchanges, report, facts, retry_groups, notes, duplicates, stream_events, auth_steps)
 
 
-def _not_mcp(exchange: Exchange) -> str:
+def _not_mcp(exchange: Exchange, extracted: Extracted) -> str:
     what = exchange.content_type or "no response" if exchange.status is None else exchange.content_type or "no body"
+    methods = sorted({m.method for m in extracted.messages if m.method is not None})
+    if methods:
+        named = ", ".join(methods[:3]) + (", ..." if len(methods) > 3 else "")
+        return (
+            f"not MCP: {exchange.method} {exchange.path} ({what}) is JSON-RPC with methods MCP does not define "
+            f"({named}), and has no MCP header or MCP endpoint"
+        )
     return f"not MCP: {exchange.method} {exchange.path} ({what}) has no JSON-RPC message, MCP header or MCP endpoint"
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 from pathlib import Path
+from typing import Any
 
 from mcp_blackbox.analyzer import analyze
 from mcp_blackbox.analyzer.export import write_json
@@ -40,3 +41,27 @@ def test_an_unknown_id_on_a_post_is_still_an_orphan(tmp_path: Path) -> None:
     capture = write(tmp_path, exchange(tool_call(1, "echo"), body=result(7, {"content": []}), request_headers=SESSION))
     analysis = analyze([capture])
     assert any("ORPHAN_RESPONSE" in c["flags"] for c in analysis.calls) and analysis.stream_events == []
+
+
+def test_json_rpc_of_another_protocol_is_skipped_with_its_methods(tmp_path: Path) -> None:
+    eth = {"jsonrpc": "2.0", "id": 1, "method": "eth_blockNumber", "params": []}
+    capture = write(
+        tmp_path,
+        exchange(eth, path="/rpc", body={"jsonrpc": "2.0", "id": 1, "result": "0x10"}, at=1.0),
+        exchange(tool_call(1, "echo"), body=result(1, {"content": []}), at=2.0),
+        exchange(eth, path="/rpc", body={"jsonrpc": "2.0", "id": 1, "result": "0x10"}, request_headers=SESSION,
+                 at=3.0),  # an MCP session header makes it MCP's, whatever the method
+    )  # fmt: skip
+    analysis = analyze([capture])
+    assert [c["method"] for c in analysis.calls] == ["tools/call", "eth_blockNumber"]
+    (skipped,) = analysis.skipped
+    assert "JSON-RPC with methods MCP does not define (eth_blockNumber)" in skipped["reason"]
+
+
+def test_the_recorder_leaves_other_json_rpc_alone(recorder: Any) -> None:
+    from mitmproxy.test import tflow, tutils
+
+    body = b'{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber","params":[]}'
+    flow = tflow.tflow(req=tutils.treq(method=b"POST", path=b"/rpc", content=body), resp=True)
+    recorder.response(flow)
+    assert "mcp_blackbox" not in flow.metadata
