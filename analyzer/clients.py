@@ -17,7 +17,9 @@ A *lineage* links one client's successive units, as far as the capture shows it:
 
 from __future__ import annotations
 
+import bisect
 import sys
+from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -117,17 +119,49 @@ def identify_clients(calls: list[Call], versions: dict[str, str]) -> None:
     _link(sorted(units.values(), key=lambda u: u.start))
 
 
+class _Lineages:
+    """The lineages so far, with each kind's (software, address, capture) ends kept sorted: how many of a
+    kind were idle when a unit began is a bisection, not a scan (a capture may hold 100,000 sessions)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.by_connection: dict[str, _Lineage] = {}
+        self.ends: dict[tuple[Any, ...], list[tuple[float, int, _Lineage]]] = defaultdict(list)
+
+    def new(self, unit: _Unit) -> _Lineage:
+        self.count += 1
+        lineage = _Lineage(f"k{self.count}", unit.software, unit.host, unit.source, unit.end)
+        bisect.insort(self.ends[self._kind(lineage)], (lineage.end, self.count, lineage))
+        return lineage
+
+    def extend(self, lineage: _Lineage, end: float) -> None:
+        if end <= lineage.end:
+            return
+        ends = self.ends[self._kind(lineage)]
+        number = int(lineage.name[1:])
+        del ends[bisect.bisect_left(ends, (lineage.end, number))]
+        lineage.end = end
+        bisect.insort(ends, (end, number, lineage))
+
+    def idle(self, unit: _Unit) -> list[_Lineage]:
+        """The lineages of the unit's kind whose last unit had ended when it began."""
+        ends = self.ends.get((unit.software, unit.host, unit.source), [])
+        return [entry[2] for entry in ends[: bisect.bisect_right(ends, (unit.start, float("inf")))]]
+
+    @staticmethod
+    def _kind(lineage: _Lineage) -> tuple[Any, ...]:
+        return (lineage.software, lineage.host, lineage.source)
+
+
 def _link(units: list[_Unit]) -> None:
-    lineages: list[_Lineage] = []
-    by_connection: dict[str, _Lineage] = {}
+    lineages = _Lineages()
     for unit in units:
-        lineage, joined = _lineage_for(unit, lineages, by_connection)
+        lineage, joined = _lineage_for(unit, lineages)
         if lineage is None:
-            lineage = _Lineage(f"k{len(lineages) + 1}", unit.software, unit.host, unit.source, unit.end)
-            lineages.append(lineage)
-        lineage.end = max(lineage.end, unit.end)
+            lineage = lineages.new(unit)
+        lineages.extend(lineage, unit.end)
         for connection in unit.connections:
-            by_connection.setdefault(connection, lineage)
+            lineages.by_connection.setdefault(connection, lineage)
         first = unit.calls[0].exchange
         identity = ClientIdentity(
             lineage=lineage.name,
@@ -143,20 +177,13 @@ def _link(units: list[_Unit]) -> None:
             call.client = identity
 
 
-def _lineage_for(
-    unit: _Unit, lineages: list[_Lineage], by_connection: dict[str, _Lineage]
-) -> tuple[_Lineage | None, str]:
+def _lineage_for(unit: _Unit, lineages: _Lineages) -> tuple[_Lineage | None, str]:
     for connection in unit.connections:
-        if (known := by_connection.get(connection)) is not None:
+        if (known := lineages.by_connection.get(connection)) is not None:
             return known, "same connection as an earlier session of this client"
     if unit.software == (None, None):
         return None, "first seen (no User-Agent or clientInfo to follow it by)"
-    free = [
-        lineage
-        for lineage in lineages
-        if (lineage.software, lineage.host, lineage.source) == (unit.software, unit.host, unit.source)
-        and lineage.end <= unit.start
-    ]
+    free = lineages.idle(unit)
     if len(free) == 1:
         return free[0], "same software and address, the only such client idle when this one began"
     if free:
