@@ -8,7 +8,7 @@ BROWSER_TESTS := tests/browser
 # Debian's chromium (playwright-core drives it; Playwright's own browser downloads are not used).
 CHROMIUM ?= chromium
 
-.PHONY: report test lint chromium browser-deps bench-addon bench-analyzer bench-report samples clean
+.PHONY: report test lint chromium browser-deps bench-addon bench-analyzer bench-report samples truth clean
 
 # The main job: the bundled sample captures rendered into one self-contained report.
 report: $(STAMP)
@@ -66,6 +66,11 @@ bench-report: $(STAMP) browser-deps
 
 samples: $(STAMP) $(TS_CLIENT)/node_modules/.package-lock.json
 	$(BIN)/python sample_captures/record_samples.py
+
+# The labelled truth corpus (tests/truth/): scenarios recorded through real processes, then the analyzer scored on them.
+truth: $(STAMP)
+	@dir=$$(mktemp -d /tmp/mcp-blackbox-truth.XXXXXX) && echo "corpus: $$dir" && \
+		$(BIN)/python tests/truth/record_corpus.py --out $$dir && $(BIN)/python tests/truth/score.py $$dir
 
 clean:
 	rm -rf $(VENV) $(TS_CLIENT)/node_modules $(BROWSER_TESTS)/node_modules .pytest_cache

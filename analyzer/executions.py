@@ -12,7 +12,6 @@ client lineage executed, again, a tool not marked ``readOnlyHint`` or ``idempote
 
 from __future__ import annotations
 
-from collections import defaultdict
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
@@ -73,16 +72,18 @@ class DuplicateExecution:
 
 def find_duplicate_executions(calls: list[Call], facts: CaptureFacts) -> list[DuplicateExecution]:
     """Flag every repeated execution (``calls`` numbered, in the order they started, with clients)."""
-    runs: dict[tuple[str, str, str, str], list[Call]] = defaultdict(list)
+    # The last execution per (lineage, server, tool, arguments), and the whole run only once it repeats:
+    # a capture of 100,000 calls holds few repeats, and the index must not double the analysis' memory.
+    last: dict[tuple[str, str, str, str], Call] = {}
+    repeated: dict[tuple[str, str, str, str], list[Call]] = {}
     for call in calls:
         if call.method != "tools/call" or call.request.facts is None or call.client is None:
             continue
         if replayable(call.tool, facts) or execution(call) is Execution.NOT_RUN:
             continue
         key = (call.client.lineage, call.exchange.server, call.tool or "", call.request.facts.digest)
-        earlier = runs[key]
-        if earlier:
-            before = earlier[-1]
+        before = last.get(key)
+        if before is not None:
             how = "ran" if execution(before) is Execution.RAN else "may have run"
             why = (
                 f"{call.tool!r} with the same arguments {how} before in c{before.number} "
@@ -91,7 +92,6 @@ def find_duplicate_executions(calls: list[Call], facts: CaptureFacts) -> list[Du
             )
             call.flags = tuple(sorted({*call.flags, Flag.DUPLICATE_EXECUTION}))
             call.evidence = (*call.evidence, why)
-        earlier.append(call)
-    return [
-        DuplicateExecution(key[2], key[3], key[0], tuple(group)) for key, group in runs.items() if len(group) > 1
-    ]
+            repeated.setdefault(key, [before]).append(call)
+        last[key] = call
+    return [DuplicateExecution(key[2], key[3], key[0], tuple(group)) for key, group in repeated.items()]

@@ -303,7 +303,7 @@ def _scalar(value: Any) -> str | int | float | None:
 def _address(peer: Any) -> str | None:
     """The client's "address:port" (peername); None where the flow does not say."""
     if isinstance(peer, list | tuple) and len(peer) >= 2 and isinstance(peer[1], int):
-        return sys.intern(f"{_text(peer[0])}:{peer[1]}")
+        return f"{_text(peer[0])}:{peer[1]}"  # not interned: most are unique, and interning keeps them
     return None
 
 

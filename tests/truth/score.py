@@ -1,0 +1,303 @@
+"""Score the analyzer against the labelled truth corpus recorded by tests/truth/record_corpus.py.
+
+    .venv/bin/python tests/truth/score.py DIR        (every DIR/*.flows)
+    make truth
+
+The truth comes from the captures themselves: each tools/call request body carries its label in
+params._meta.truth (tests/truth/labels.py), read here with mitmproxy's FlowReader. The analyzer's
+calls are matched to labels by their first exchange (the request's flow id). Figures, over every
+labelled tools/call:
+
+- retry linking, as pairs (earlier attempt, later attempt): true pairs are each retry and the
+  attempt before it; predicted pairs are consecutive members of each analyzer retry group;
+- origin accuracy over correctly linked retries whose label names an origin;
+- "high" links: of the pairs linked with confidence high, how many are true (the goal: >= 95 %);
+- duplicate execution: calls flagged DUPLICATE_EXECUTION against calls labelled as re-executing.
+
+Exit status: 0 if every figure is >= 0.95 and has cases, 1 if not, 2 if the corpus and the analysis
+do not line up (an unlabelled tools/call, a label on no call, a label used twice).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import sys
+from collections import defaultdict
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))  # tests.truth, when run as a script
+
+from mitmproxy import io as flow_io  # noqa: E402
+from mitmproxy.http import HTTPFlow  # noqa: E402
+
+from mcp_blackbox.analyzer import analyze  # noqa: E402
+from tests.truth.labels import Label  # noqa: E402
+
+THRESHOLD = 0.95
+DUPLICATE_FLAG = "DUPLICATE_EXECUTION"
+HIGH = "high"
+
+Pair = tuple[str, str]  # (earlier label key, later label key)
+
+
+# ---------------------------------------------------------------- the calls, with their truth
+
+
+@dataclass(frozen=True)
+class ScoredCall:
+    """One labelled tools/call: its truth label beside what the analyzer said about it."""
+
+    capture: str
+    call_id: str
+    label: Label
+    retry_group: str | None = None
+    attempt: int | None = None
+    origin: str | None = None
+    confidence: str | None = None
+    flags: tuple[str, ...] = ()
+    link_evidence: tuple[str, ...] = ()  # the analyzer's reasons for the retry group the call is in
+
+    @property
+    def group(self) -> tuple[str, str] | None:
+        """Group ids are per analysis: qualified by the capture."""
+        return (self.capture, self.retry_group) if self.retry_group else None
+
+    @property
+    def duplicate(self) -> bool:
+        return DUPLICATE_FLAG in self.flags
+
+    def describe(self) -> str:
+        return f"{self.capture}:{self.call_id} {self.label.key} ({self.label.kind})"
+
+
+class CorpusMismatch(RuntimeError):
+    """The captures and the analysis do not line up: the harness, not the analyzer, is at fault."""
+
+
+def read_labels(path: Path) -> dict[str, Label]:
+    """flow id -> the truth label its request body carries (JSON bodies; a batch is searched too)."""
+    labels: dict[str, Label] = {}
+    with path.open("rb") as stream:
+        for flow in flow_io.FlowReader(stream).stream():
+            if not isinstance(flow, HTTPFlow) or flow.request.method != "POST":
+                continue
+            try:
+                body = json.loads(flow.request.get_content(strict=False) or b"null")
+            except ValueError:
+                continue
+            for message in body if isinstance(body, list) else [body]:
+                if isinstance(message, dict) and message.get("method") == "tools/call":
+                    label = Label.from_params(message.get("params"))
+                    if label is not None:
+                        labels[flow.id] = label
+    return labels
+
+
+def scored_calls(path: Path) -> list[ScoredCall]:
+    """Analyze one capture and pair each tools/call with the label of the flow that carried its request."""
+    labels = read_labels(path)
+    analysis = analyze([path])
+    group_evidence = {group.group_id: tuple(group.evidence) for group in analysis.retry_groups}
+    out: list[ScoredCall] = []
+    for record in analysis.calls:
+        if record["method"] != "tools/call" or record["direction"] != "client->server":
+            continue
+        flow_id = record["exchanges"][0] if record["exchanges"] else None
+        label = labels.pop(flow_id, None) if flow_id else None
+        if label is None:
+            raise CorpusMismatch(f"{path.name}:{record['call_id']} (flow {flow_id}) is a tools/call without a label")
+        out.append(_scored(path.name, record, label, group_evidence.get(record["retry_group"], ())))
+    if labels:
+        keys = sorted(label.key for label in labels.values())
+        raise CorpusMismatch(f"{path.name}: labelled requests that are the first exchange of no call: {keys}")
+    return out
+
+
+def _scored(capture: str, record: dict[str, Any], label: Label, link_evidence: tuple[str, ...]) -> ScoredCall:
+    return ScoredCall(
+        capture=capture,
+        call_id=record["call_id"],
+        label=label,
+        retry_group=record["retry_group"],
+        attempt=record["attempt"],
+        origin=record["retry_origin"],
+        confidence=record["retry_confidence"],
+        flags=tuple(str(flag) for flag in record["flags"]),
+        link_evidence=link_evidence,
+    )
+
+
+# ---------------------------------------------------------------- matching
+
+
+def true_pairs(calls: Iterable[ScoredCall]) -> set[Pair]:
+    """Each retry with the attempt just before it: what the clients did."""
+    return {(c.label.previous_key, c.label.key) for c in calls if c.label.kind == "retry"}
+
+
+def predicted_pairs(calls: Iterable[ScoredCall]) -> dict[Pair, ScoredCall]:
+    """Consecutive members of each analyzer retry group -> the later call (which carries origin and confidence)."""
+    groups: dict[tuple[str, str], list[ScoredCall]] = defaultdict(list)
+    for call in calls:
+        if call.group is not None:
+            groups[call.group].append(call)
+    pairs: dict[Pair, ScoredCall] = {}
+    for members in groups.values():
+        members.sort(key=lambda c: c.attempt or 0)
+        for before, after in itertools.pairwise(members):
+            pairs[(before.label.key, after.label.key)] = after
+    return pairs
+
+
+@dataclass(frozen=True)
+class Ratio:
+    hits: int
+    total: int
+
+    @property
+    def value(self) -> float | None:
+        return self.hits / self.total if self.total else None
+
+    def passes(self) -> bool:
+        """A figure over nothing proves nothing: no cases fails too."""
+        return self.value is not None and self.value >= THRESHOLD
+
+    def __str__(self) -> str:
+        shown = "n/a" if self.value is None else f"{self.value:.2f}"
+        return f"{shown} ({self.hits}/{self.total})"
+
+
+@dataclass
+class Score:
+    calls: int
+    retry_precision: Ratio
+    retry_recall: Ratio
+    origin_accuracy: Ratio
+    high_right: Ratio
+    duplicate_precision: Ratio
+    duplicate_recall: Ratio
+    by_confidence: dict[str, Ratio] = field(default_factory=dict)
+    mistakes: list[str] = field(default_factory=list)
+
+    def figures(self) -> dict[str, Ratio]:
+        return {
+            "retry linking precision": self.retry_precision,
+            "retry linking recall": self.retry_recall,
+            "retry origin accuracy": self.origin_accuracy,
+            '"high" links right': self.high_right,
+            "duplicate execution precision": self.duplicate_precision,
+            "duplicate execution recall": self.duplicate_recall,
+        }
+
+    def failures(self) -> list[str]:
+        return [f"{name} {ratio}" for name, ratio in self.figures().items() if not ratio.passes()]
+
+
+def score(calls: list[ScoredCall]) -> Score:
+    by_key = _index(calls)
+    truth, predicted = true_pairs(calls), predicted_pairs(calls)
+    linked = truth & predicted.keys()
+    with_origin = [pair for pair in linked if by_key[pair[1]].label.origin]
+    origin_right = [pair for pair in with_origin if predicted[pair].origin == by_key[pair[1]].label.origin]
+    flagged = {c.label.key for c in calls if c.duplicate}
+    reexecuted = {c.label.key for c in calls if c.label.reexecutes}
+    result = Score(
+        calls=len(calls),
+        retry_precision=Ratio(len(linked), len(predicted)),
+        retry_recall=Ratio(len(linked), len(truth)),
+        origin_accuracy=Ratio(len(origin_right), len(with_origin)),
+        high_right=_right_at(HIGH, predicted, truth),
+        duplicate_precision=Ratio(len(flagged & reexecuted), len(flagged)),
+        duplicate_recall=Ratio(len(flagged & reexecuted), len(reexecuted)),
+        by_confidence={level: _right_at(level, predicted, truth) for level in ("high", "medium", "low")},
+    )
+    result.mistakes = list(_mistakes(by_key, truth, predicted, flagged, reexecuted, with_origin))
+    return result
+
+
+def _index(calls: list[ScoredCall]) -> dict[str, ScoredCall]:
+    by_key: dict[str, ScoredCall] = {}
+    for call in calls:
+        if (seen := by_key.setdefault(call.label.key, call)) is not call:
+            raise CorpusMismatch(f"label {call.label.key} on two calls: {seen.describe()} and {call.describe()}")
+    return by_key
+
+
+def _right_at(level: str, predicted: dict[Pair, ScoredCall], truth: set[Pair]) -> Ratio:
+    at_level = [pair for pair, later in predicted.items() if later.confidence == level]
+    return Ratio(sum(pair in truth for pair in at_level), len(at_level))
+
+
+def _mistakes(
+    by_key: dict[str, ScoredCall],
+    truth: set[Pair],
+    predicted: dict[Pair, ScoredCall],
+    flagged: set[str],
+    reexecuted: set[str],
+    with_origin: list[Pair],
+) -> Iterator[str]:
+    def pair_text(pair: Pair) -> str:
+        return " -> ".join(by_key[key].describe() if key in by_key else f"{key} (no call)" for key in pair)
+
+    for pair in sorted(predicted.keys() - truth):
+        later = predicted[pair]
+        why = " | ".join(later.link_evidence)
+        yield f"linked, not a retry: {pair_text(pair)}: {later.origin} {later.confidence}; {why}"
+    for pair in sorted(truth - predicted.keys()):
+        yield f"retry not linked: {pair_text(pair)}"
+    for pair in sorted(with_origin):
+        if (said := predicted[pair].origin) != (want := by_key[pair[1]].label.origin):
+            yield f"origin {said}, truth {want}: {pair_text(pair)}"
+    for key in sorted(flagged - reexecuted):
+        yield f"{DUPLICATE_FLAG} on a call that re-executes nothing: {by_key[key].describe()}"
+    for key in sorted(reexecuted - flagged):
+        yield f"re-execution not flagged {DUPLICATE_FLAG}: {by_key[key].describe()}"
+
+
+# ---------------------------------------------------------------- the command
+
+
+def score_directory(directory: Path) -> Score:
+    captures = sorted(directory.glob("*.flows"))
+    if not captures:
+        raise CorpusMismatch(f"no *.flows in {directory}")
+    return score([call for capture in captures for call in scored_calls(capture)])
+
+
+def render(result: Score) -> str:
+    lines = [
+        f"truth corpus: {result.calls} labelled tools/call",
+        f"  retry linking      precision {result.retry_precision}  recall {result.retry_recall}",
+        f"  retry origin       accuracy  {result.origin_accuracy}",
+        f'  "high" links       right     {result.high_right}',
+        f"  duplicate exec.    precision {result.duplicate_precision}  recall {result.duplicate_recall}",
+        "  links right, by confidence: " + ", ".join(f"{k} {v}" for k, v in result.by_confidence.items()),
+    ]
+    lines += [f"  mistake: {text}" for text in result.mistakes]
+    failures = result.failures()
+    lines.append(f"FAIL (below {THRESHOLD} or no cases): " + "; ".join(failures) if failures else "PASS")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="score.py", description=__doc__.split("\n")[0])
+    parser.add_argument("directory", type=Path, help="the corpus: DIR/*.flows from record_corpus.py")
+    args = parser.parse_args(argv)
+    try:
+        result = score_directory(args.directory)
+    except CorpusMismatch as exc:
+        print(f"corpus and analysis do not line up: {exc}", file=sys.stderr)
+        return 2
+    print(render(result))
+    return 1 if result.failures() else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,141 @@
+"""The truth corpus: the scorer's matching on hand-built calls, and the corpus recorded and scored end to end."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from mitmproxy import io as flow_io
+from mitmproxy.test import tflow
+
+from tests.truth import record_corpus, score
+from tests.truth.labels import Kind, Label
+from tests.truth.score import Ratio, ScoredCall, predicted_pairs, true_pairs
+
+
+def scored(
+    key: str,
+    kind: Kind = "first",
+    *,
+    group: str | None = None,
+    attempt: int | None = None,
+    origin: str | None = None,
+    confidence: str | None = None,
+    want_origin: str | None = None,
+    reexecutes: bool = False,
+    duplicate: bool = False,
+    capture: str = "x.flows",
+) -> ScoredCall:
+    """A call labelled `key` ("request#attempt") and what the analyzer said of it."""
+    request, number = key.split("#")
+    label = Label(request, int(number), kind, origin=want_origin, reexecutes=reexecutes)
+    return ScoredCall(
+        capture=capture,
+        call_id=f"c-{key}",
+        label=label,
+        retry_group=group,
+        attempt=attempt,
+        origin=origin,
+        confidence=confidence,
+        flags=("DUPLICATE_EXECUTION",) if duplicate else (),
+    )
+
+
+# A right link with the right origin, a right link with the wrong origin, a look-alike linked,
+# a retry missed; one duplicate flagged rightly, one wrongly, one missed.
+EXAMPLE = [
+    scored("x1#1", group="r1", attempt=1),
+    scored("x1#2", "retry", group="r1", attempt=2, origin="app-retry", confidence="high", want_origin="app-retry"),
+    scored("x2#1", group="r2", attempt=1),
+    scored("x2#2", "retry", group="r2", attempt=2, origin="app-retry", confidence="medium", want_origin="agent-retry"),
+    scored("y1#1", group="r3", attempt=1),
+    scored("y2#1", "independent", group="r3", attempt=2, origin="app-retry", confidence="medium", duplicate=True),
+    scored("z1#1"),
+    scored("z1#2", "retry", want_origin="app-retry", reexecutes=True),
+    scored("w1#1"),
+    scored("w1#2", "rerun", reexecutes=True, duplicate=True),
+]
+
+
+def test_pairs_come_from_labels_and_from_groups() -> None:
+    assert true_pairs(EXAMPLE) == {("x1#1", "x1#2"), ("x2#1", "x2#2"), ("z1#1", "z1#2")}
+    assert set(predicted_pairs(EXAMPLE)) == {("x1#1", "x1#2"), ("x2#1", "x2#2"), ("y1#1", "y2#1")}
+
+
+def test_figures_on_the_example() -> None:
+    result = score.score(EXAMPLE)
+    assert result.retry_precision == Ratio(2, 3)
+    assert result.retry_recall == Ratio(2, 3)
+    assert result.origin_accuracy == Ratio(1, 2)
+    assert result.high_right == Ratio(1, 1)
+    assert result.by_confidence == {"high": Ratio(1, 1), "medium": Ratio(1, 2), "low": Ratio(0, 0)}
+    assert result.duplicate_precision == Ratio(1, 2)
+    assert result.duplicate_recall == Ratio(1, 2)
+    mistakes = "\n".join(result.mistakes)
+    assert "linked, not a retry: x.flows:c-y1#1" in mistakes
+    assert "retry not linked: x.flows:c-z1#1" in mistakes
+    assert "origin app-retry, truth agent-retry" in mistakes
+    assert "re-execution not flagged DUPLICATE_EXECUTION: x.flows:c-z1#2" in mistakes
+    assert "DUPLICATE_EXECUTION on a call that re-executes nothing: x.flows:c-y2#1" in mistakes
+
+
+def test_groups_are_per_capture_and_chains_give_consecutive_pairs() -> None:
+    calls = [
+        scored("p#1", group="r1", attempt=1, capture="a.flows"),
+        scored("p#2", "retry", group="r1", attempt=2, capture="a.flows"),
+        scored("p#3", "retry", group="r1", attempt=3, capture="a.flows"),
+        scored("q#1", group="r1", attempt=1, capture="b.flows"),  # same group id, another capture
+    ]
+    assert set(predicted_pairs(calls)) == {("p#1", "p#2"), ("p#2", "p#3")}
+    assert true_pairs(calls) == {("p#1", "p#2"), ("p#2", "p#3")}
+
+
+def test_a_figure_over_nothing_fails() -> None:
+    assert not Ratio(0, 0).passes()
+    assert not Ratio(94, 100).passes()
+    assert Ratio(19, 20).passes()
+    result = score.score([scored("only#1")])
+    assert result.failures()  # no retries, no duplicates: nothing is proven
+
+
+def test_label_round_trip_and_checks() -> None:
+    label = Label("b/r1/progress", 2, "retry", origin="app-retry", reexecutes=True)
+    assert Label.from_params({"name": "progress", "_meta": label.meta()}) == label
+    assert Label.from_params({"name": "progress", "_meta": {"progressToken": 1}}) is None
+    with pytest.raises(ValueError):
+        Label("x", 1, "retry")  # a retry is never the first attempt
+    with pytest.raises(ValueError):
+        Label("x", 2, "first")
+
+
+def test_labels_are_read_from_request_bodies(tmp_path: Path) -> None:
+    label = Label("t/r1/one", 1, "first")
+    flow = tflow.tflow(resp=True)
+    flow.request.method = "POST"
+    params = {"name": "echo", "arguments": {"text": "hi"}, "_meta": label.meta()}
+    flow.request.content = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}).encode()
+    other = tflow.tflow(resp=True)  # no label: not read
+    path = tmp_path / "t.flows"
+    with path.open("wb") as stream:
+        writer = flow_io.FlowWriter(stream)
+        writer.add(flow)
+        writer.add(other)
+    assert score.read_labels(path) == {flow.id: label}
+
+
+# The analyzer links a test suite's next scenario (a fresh session of the same software sending the identical
+# request right after a 503) as a medium app-retry: linking precision is 0.88 on the full corpus, the open
+# item that keeps `make truth` failing. Every other figure is held here at the gate.
+KNOWN_OPEN = {"retry linking precision"}
+
+
+@pytest.mark.e2e
+def test_reduced_corpus_scores_at_least_095_but_the_known_open_figure(tmp_path: Path) -> None:
+    """Record every family (reduced) through the real server, mitmdump and SDK client; score it."""
+    assert record_corpus.main(["--out", str(tmp_path), "--quick"]) == 0
+    assert {p.name for p in tmp_path.glob("*.flows")} == {f"{name}.flows" for name in record_corpus.FAMILIES}
+    result = score.score_directory(tmp_path)
+    figures = result.figures()
+    assert all(ratio.total for ratio in figures.values()), score.render(result)
+    assert all(ratio.passes() for name, ratio in figures.items() if name not in KNOWN_OPEN), score.render(result)
