@@ -34,8 +34,8 @@ def lookup(rpc_id: int, scope: str, at: float, *, fail: bool = False, key: str =
     if fail:
         return exchange(message, status=503, body=b"busy", content_type="text/plain", request_headers=headers(scope),
                         at=at, duration=0.01, **kw)  # fmt: skip
-    return exchange(message, body=result(rpc_id, text_result("ok")), request_headers=headers(scope), at=at,
-                    duration=0.01, **kw)  # fmt: skip
+    kw.setdefault("body", result(rpc_id, text_result("ok")))
+    return exchange(message, request_headers=headers(scope), at=at, duration=0.01, **kw)
 
 
 def analysis_of(tmp_path: Path, *flows: Any, name: str = "capture.flows") -> Any:
@@ -76,13 +76,10 @@ def test_thirty_concurrent_clients_with_identical_calls_are_not_each_others_retr
 
 def test_a_new_agent_run_is_not_an_agent_retry_of_the_last_runs_failure(tmp_path: Path) -> None:
     """Run 1 ends with an isError; run 2 (a fresh session, other arguments) calls the same tool."""
-    error = tool_call(1, "lookup")
-    error["params"]["arguments"] = {"key": "k1"}
     analysis = analysis_of(
         tmp_path,
         initialize("A", 100.0),
-        exchange(error, body=result(1, text_result("no such key", isError=True)), request_headers=headers("A"),
-                 at=100.1, duration=0.01),
+        lookup(1, "A", 100.1, body=result(1, text_result("no such key", isError=True))),
         initialize("B", 101.0),
         lookup(1, "B", 101.1, key="k2"),
     )  # fmt: skip
@@ -92,13 +89,10 @@ def test_a_new_agent_run_is_not_an_agent_retry_of_the_last_runs_failure(tmp_path
 
 
 def test_agent_retry_with_other_arguments_in_the_same_session(tmp_path: Path) -> None:
-    error = tool_call(1, "lookup")
-    error["params"]["arguments"] = {"key": "k1"}
     analysis = analysis_of(
         tmp_path,
         initialize("A", 100.0),
-        exchange(error, body=result(1, text_result("no such key", isError=True)), request_headers=headers("A"),
-                 at=100.1, duration=0.01),
+        lookup(1, "A", 100.1, body=result(1, text_result("no such key", isError=True))),
         lookup(2, "A", 100.15, key="k2"),
     )  # fmt: skip
     (group,) = [g.record() for g in analysis.retry_groups]
