@@ -5,10 +5,14 @@ outside any session (2026-07-28 is stateless), the client's TCP connection. Unit
 the software (User-Agent, clientInfo), the connections they used and when they were alive.
 
 A *lineage* links one client's successive units, as far as the capture shows it:
-- a unit that used a connection an earlier unit used belongs to that unit's lineage (a connection has
-  one client);
+- a unit that used a connection an earlier unit used, which had ended when this one began, belongs to
+  that unit's lineage (a connection has one client at a time; units alive on one connection at once are
+  a pool's, not one client's);
+- outside sessions, the connections of one software from one address are one lineage: a client's pool
+  and several clients cannot be told apart, and retries across its connections are never "high";
 - otherwise it joins the lineage of the same software, from the same address and in the same capture
-  file, whose last unit had ended when this one began, if exactly one such lineage exists. Another
+  file, whose last unit had ended within the retry window before this one began, if exactly one such
+  lineage exists. Another
   capture is another recording: its clients are other processes as far as anything shows. Units
   alive at the same time are different clients (docs/ARCHITECTURE.md, "Client identity"); two or
   more candidates mean the capture cannot tell, and the unit starts a lineage of its own rather
@@ -26,6 +30,8 @@ from typing import Any
 from mcp_blackbox.analyzer.records import Call
 
 STATELESS_PREFIX = "exchange:"
+CONNECTION_PREFIX = "connection:"
+IDLE_WINDOW = 300.0  # seconds: as long as a retry may follow its failure (retries.RETRY_WINDOW)
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +66,7 @@ class _Unit:
     start: float
     end: float
     calls: list[Call] = field(default_factory=list)
-    connections: set[str] = field(default_factory=set)
+    connections: dict[str, None] = field(default_factory=dict)  # in the order first used (deterministic)
     user_agent: str | None = None
     client_info: str | None = None
     protocol_version: str | None = None
@@ -91,7 +97,7 @@ class _Lineage:
 def unit_of(call: Call) -> str:
     if not call.scope.startswith(STATELESS_PREFIX):
         return call.scope
-    return sys.intern(f"connection:{call.exchange.client_conn or call.scope}")
+    return sys.intern(f"{CONNECTION_PREFIX}{call.exchange.client_conn or call.scope}")
 
 
 def identify_clients(calls: list[Call], versions: dict[str, str]) -> None:
@@ -107,7 +113,7 @@ def identify_clients(calls: list[Call], versions: dict[str, str]) -> None:
         unit.calls.append(call)
         exchange = call.exchange
         if exchange.client_conn:
-            unit.connections.add(exchange.client_conn)
+            unit.connections.setdefault(exchange.client_conn)
         unit.user_agent = unit.user_agent or exchange.request_headers.get("user-agent")
         facts = call.request.facts
         if facts is not None:
@@ -125,7 +131,9 @@ class _Lineages:
 
     def __init__(self) -> None:
         self.count = 0
-        self.by_connection: dict[str, _Lineage] = {}
+        # connection -> (the lineage of the last unit on it, when that unit ended)
+        self.by_connection: dict[str, tuple[_Lineage, float]] = {}
+        self.stateless: dict[tuple[Any, ...], _Lineage] = {}  # kind -> the lineage of its connections
         self.ends: dict[tuple[Any, ...], list[tuple[float, int, _Lineage]]] = defaultdict(list)
 
     def new(self, unit: _Unit) -> _Lineage:
@@ -143,10 +151,16 @@ class _Lineages:
         lineage.end = end
         bisect.insort(ends, (end, number, lineage))
 
-    def idle(self, unit: _Unit) -> list[_Lineage]:
-        """The lineages of the unit's kind whose last unit had ended when it began."""
+    def idle(self, unit: _Unit) -> tuple[int, _Lineage | None]:
+        """How many lineages of the unit's kind went idle in the retry window before it began, and the last.
+
+        Only that window: a client idle for longer is no candidate a retry could come from, and without
+        the bound one ambiguous moment would leave every later session of that kind on its own.
+        """
         ends = self.ends.get((unit.software, unit.host, unit.source), [])
-        return [entry[2] for entry in ends[: bisect.bisect_right(ends, (unit.start, float("inf")))]]
+        low = bisect.bisect_left(ends, (unit.start - IDLE_WINDOW,))
+        high = bisect.bisect_right(ends, (unit.start, float("inf")))
+        return high - low, ends[high - 1][2] if high > low else None
 
     @staticmethod
     def _kind(lineage: _Lineage) -> tuple[Any, ...]:
@@ -159,9 +173,11 @@ def _link(units: list[_Unit]) -> None:
         lineage, joined = _lineage_for(unit, lineages)
         if lineage is None:
             lineage = lineages.new(unit)
+            if unit.name.startswith(CONNECTION_PREFIX) and unit.software != (None, None):
+                lineages.stateless.setdefault((unit.software, unit.host, unit.source), lineage)
         lineages.extend(lineage, unit.end)
         for connection in unit.connections:
-            lineages.by_connection.setdefault(connection, lineage)
+            lineages.by_connection[connection] = (lineage, unit.end)
         first = unit.calls[0].exchange
         identity = ClientIdentity(
             lineage=lineage.name,
@@ -178,14 +194,27 @@ def _link(units: list[_Unit]) -> None:
 
 
 def _lineage_for(unit: _Unit, lineages: _Lineages) -> tuple[_Lineage | None, str]:
-    for connection in unit.connections:
-        if (known := lineages.by_connection.get(connection)) is not None:
-            return known, "same connection as an earlier session of this client"
+    # A connection has one client at a time: an earlier unit on it that had ended when this one began.
+    # Units alive on one connection at once share a pool (a gateway's), not a client.
+    sequential = [
+        lineage
+        for connection in unit.connections
+        if (known := lineages.by_connection.get(connection)) is not None
+        for lineage, ended in [known]
+        if ended <= unit.start
+    ]
+    if len({lineage.name for lineage in sequential}) == 1:
+        return sequential[0], "same connection as an earlier session of this client"
     if unit.software == (None, None):
         return None, "first seen (no User-Agent or clientInfo to follow it by)"
-    free = lineages.idle(unit)
-    if len(free) == 1:
-        return free[0], "same software and address, the only such client idle when this one began"
-    if free:
-        return None, f"first seen ({len(free)} idle clients of the same software: cannot tell which)"
+    kind = (unit.software, unit.host, unit.source)
+    if unit.name.startswith(CONNECTION_PREFIX) and (pooled := lineages.stateless.get(kind)) is not None:
+        # Outside sessions nothing tells a client's pooled connections from another client's: one lineage
+        # per software and address, and links across its connections are never "high" (retries.py).
+        return pooled, "stateless: same software and address (one client's connections or several clients')"
+    count, last = lineages.idle(unit)
+    if count == 1:
+        return last, "same software and address, the only such client idle when this one began"
+    if count:
+        return None, f"first seen ({count} idle clients of the same software: cannot tell which)"
     return None, "first seen"

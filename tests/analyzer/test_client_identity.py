@@ -152,3 +152,48 @@ def test_client_identity_is_exported_as_json_in_csv(tmp_path: Path) -> None:
     write_csv(analysis, out)
     (row,) = csv.DictReader(io.StringIO(out.getvalue()))
     assert json.loads(row["client"])["unit"] == "session:A"
+
+
+def test_sessions_alive_at_once_on_one_pooled_connection_are_different_clients(tmp_path: Path) -> None:
+    """A gateway multiplexes two users over one upstream connection: A's 502, then B's identical call."""
+    a_init, b_init = initialize("A", 100.0), initialize("B", 100.001)
+    a_call, b_call = lookup(1, "A", 100.1, fail=True), lookup(1, "B", 100.2)
+    for flow in (b_init, a_call, b_call):
+        flow.client_conn = a_init.client_conn
+    analysis = analysis_of(tmp_path, a_init, b_init, a_call, b_call)
+    by_scope = {c["scope"]: c["client"]["lineage"] for c in analysis.calls}
+    assert by_scope["session:A"] != by_scope["session:B"]
+    assert analysis.retry_groups == []
+
+
+def test_stateless_calls_on_pooled_connections_are_one_lineage_and_never_high(tmp_path: Path) -> None:
+    """2026-07-28 without sessions: a 503 on one pooled connection, the same call on another."""
+    message = tool_call(1, "lookup")
+    headers = {"user-agent": UA}
+    overlapping = [
+        exchange(tool_call(9, "echo"), body=result(9, text_result()), request_headers=headers, at=100.0,
+                 duration=1.0),
+        exchange(tool_call(8, "echo"), body=result(8, text_result()), request_headers=headers, at=100.1,
+                 duration=1.0),
+    ]  # fmt: skip
+    failed = exchange(message, status=503, body=b"busy", content_type="text/plain", request_headers=headers,
+                      at=102.0, duration=0.01)  # fmt: skip
+    again = exchange(message, body=result(1, text_result("ok")), request_headers=headers, at=103.0, duration=0.01)
+    failed.client_conn, again.client_conn = overlapping[0].client_conn, overlapping[1].client_conn
+    analysis = analysis_of(tmp_path, *overlapping, failed, again)
+    assert len({c["client"]["lineage"] for c in analysis.calls}) == 1
+    (group,) = [g.record() for g in analysis.retry_groups]
+    assert (group["origin"], group["confidence"]) == ("app-retry", "medium")
+
+
+def test_an_ambiguous_moment_does_not_leave_later_sessions_unlinked(tmp_path: Path) -> None:
+    """Two clients were idle at once early on; ten minutes later one client fails and retries anew."""
+    analysis = analysis_of(
+        tmp_path, initialize("A", 100.0), initialize("B", 100.001), initialize("C", 101.0),
+        initialize("D", 700.0), lookup(1, "D", 700.1, fail=True), initialize("E", 701.0), lookup(1, "E", 701.2),
+    )  # fmt: skip
+    by_scope = {c["scope"]: c["client"] for c in analysis.calls}
+    assert "cannot tell" in by_scope["session:C"]["joined"]
+    assert by_scope["session:D"]["lineage"] == by_scope["session:E"]["lineage"]
+    (group,) = [g.record() for g in analysis.retry_groups]
+    assert group["origin"] == "app-retry"
