@@ -175,9 +175,11 @@ def _not_mcp(exchange: Exchange, extracted: Extracted) -> str:
 
 
 def _is_stream_event(message: Message) -> bool:
-    """An error that answers a GET stream or a DELETE of the session (405 with id null, say): an event of
-    that stream or session. Those requests carry no JSON-RPC request, so no call exists to fail."""
-    return message.exchange.method in ("GET", "DELETE") and message.kind in ("error", "invalid")
+    """The refusal of a GET stream or a DELETE of the session (a 405 with id null, say): an event of that
+    stream or session, not a call. A message on an open event stream is an answer like any other."""
+    exchange = message.exchange
+    refused = not exchange.ok or not exchange.is_event_stream
+    return exchange.method in ("GET", "DELETE") and refused and message.kind in ("error", "invalid")
 
 
 def _stream_event(message: Message) -> dict[str, Any]:

@@ -119,7 +119,12 @@ def _after_cancel(call: Call, verdict: Verdict) -> Verdict:
         return verdict
     answer = call.responses[0] if call.responses else None
     answered_late = answer is not None and answer.t > cancelled_at and answer.kind in ("result", "error")
-    if not answered_late and verdict.outcome not in (Outcome.NO_RESPONSE, Outcome.STREAM_INCOMPLETE):
+    exchange = call.exchange
+    # When the transport failed or the server answered wrongly: after the cancel, the client had given up.
+    failed_at = answer.t if answer is not None else (exchange.t_response or exchange.t_error)
+    faulted_late = failed_at is not None and failed_at > cancelled_at
+    unanswered = verdict.outcome in (Outcome.NO_RESPONSE, Outcome.STREAM_INCOMPLETE)
+    if not (answered_late or unanswered or faulted_late):
         return verdict
     evidence = [
         *verdict.evidence,

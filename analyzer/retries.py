@@ -32,6 +32,7 @@ RETRY_WINDOW = 300.0  # seconds after a failure in which the same request counts
 MANUAL_GAP = 60.0  # a longer pause before a retry reads as a person, not a loop
 PROXY_GAP = 0.5  # gateways re-send within ~250 ms
 FALLBACK_GAP = 10.0  # a client falls back to an older protocol right after a refusal
+GATEWAY_GAP = 120.0  # a gateway re-sends at once after a 5xx, or one upstream timeout (nginx: 60 s) later
 AGENT_GAP = 30.0  # an agent re-calls a tool with new arguments right after isError (pydantic-ai: milliseconds)
 
 SDK_RECONNECT_DELAYS = {
@@ -110,7 +111,7 @@ def find_retries(calls: list[Call], facts: CaptureFacts) -> list[RetryGroup]:
         gateway_copy = by_request_id.get(request_id_key) if request_id_key else None
         previous: Call | None
         origin: Origin | None
-        if gateway_copy is not None and is_failure(gateway_copy.outcome):
+        if gateway_copy is not None and _gateway_may_resend(gateway_copy, call):
             previous, origin = gateway_copy, _gateway_origin(gateway_copy, call)
         else:
             previous, origin = _previous_attempt(call, latest.get(key), latest_tool, latest_probe.get(lineage))
@@ -135,8 +136,11 @@ def find_retries(calls: list[Call], facts: CaptureFacts) -> list[RetryGroup]:
             latest[key] = call
         else:
             latest.pop(key, None)
-        if request_id_key:
+        # Only an attempt that may have run can be re-sent by a gateway: keep those, so the index stays small.
+        if request_id_key and execution(call) is Execution.MAYBE:
             by_request_id[request_id_key] = call
+        elif request_id_key:
+            by_request_id.pop(request_id_key, None)
         if call.tool:
             latest_tool[_tool_key(call)] = call
         if _is_refused_probe(call):
@@ -190,6 +194,11 @@ def _request_id_key(call: Call) -> tuple[str, str, str] | None:
     if not request_id or call.request.facts is None:
         return None
     return (request_id, call.method or "", call.request.facts.digest)
+
+
+def _gateway_may_resend(before: Call, call: Call) -> bool:
+    """A gateway re-sends after a 5xx or a cut or its own upstream timeout, at once or one timeout later."""
+    return execution(before) is Execution.MAYBE and _within_window(before, call, GATEWAY_GAP)
 
 
 def _gateway_origin(before: Call, call: Call) -> Origin:
@@ -337,9 +346,12 @@ def _apply(group: RetryGroup, facts: CaptureFacts) -> None:
     pairs = list(zip(group.members, group.members[1:], strict=False))
     verdicts = [_attempt_safety(before, after, facts) for before, after in pairs]
     group.safety = next((v for v in verdicts if v is not Safety.SAFE), Safety.SAFE)
-    # Only a tool runs: a repeated initialize or tools/list changes nothing on the server.
+    # Only a tool runs: a repeated initialize or tools/list changes nothing on the server. What ran is read
+    # from each verdict, as DUPLICATE_EXECUTION reads it.
     group.may_have_run_twice = any(
-        after.method == "tools/call" and _effects_unknown(before) and _both_reached_server(before, after)
+        after.method == "tools/call"
+        and execution(before) is Execution.MAYBE
+        and execution(after) is not Execution.NOT_RUN
         for before, after in pairs
     )
     if group.may_have_run_twice and group.safety.is_unsafe:
@@ -385,11 +397,6 @@ def _same_params(before: Call, after: Call) -> bool:
 
 def _effects_unknown(call: Call) -> bool:
     return execution(call) is Execution.MAYBE
-
-
-def _both_reached_server(before: Call, after: Call) -> bool:
-    reached = before.exchange.status is not None and before.exchange.status not in (401, 403, 404, 429)
-    return reached and after.exchange.status is not None
 
 
 def _flag(call: Call, flag: Flag, why: str) -> None:

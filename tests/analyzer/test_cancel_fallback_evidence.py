@@ -236,7 +236,12 @@ def test_gateway_re_send_after_a_503_to_another_server_is_proxy(tmp_path: Path) 
 
 
 def test_gateway_re_send_after_its_upstream_timeout_is_proxy(tmp_path: Path) -> None:
-    timed_out = gateway_attempt("http://127.0.0.1:8001", 100.0, status=504, duration=60.0)
+    """Behind the gateway, its timeout shows as an attempt that got no response: it gave up on the upstream."""
+    message = tool_call(7, "write_record")
+    message["params"]["arguments"] = {"key": "k1"}
+    timed_out = exchange(message, status=None, error_message="connection closed by the client",
+                         request_headers={**AGENT, "x-request-id": "req-42"}, server="http://127.0.0.1:8001",
+                         at=100.0, duration=60.0)  # fmt: skip
     _, groups = run(tmp_path, timed_out, gateway_attempt("http://127.0.0.1:8002", 160.01))
     (group,) = groups
     assert group["origin"] == "proxy"
@@ -247,3 +252,61 @@ def test_same_request_id_after_a_success_is_no_retry(tmp_path: Path) -> None:
         tmp_path, gateway_attempt("http://127.0.0.1:8001", 100.0), gateway_attempt("http://127.0.0.1:8002", 101.0)
     )
     assert groups == []
+
+
+def test_same_request_id_after_a_401_with_new_credentials_is_auth_retry_not_proxy(tmp_path: Path) -> None:
+    """Tracing middleware keeps one X-Request-ID per operation; the client re-sends with a token."""
+    message = tool_call(7, "write_record")
+    first = exchange(
+        message,
+        status=401,
+        body=b"",
+        content_type="text/plain",
+        request_headers={**AGENT, "x-request-id": "op-1"},
+        at=100.0,
+        duration=0.01,
+    )
+    again = exchange(message, body=result(7, text_result("done")), at=100.2, duration=0.01,
+                     request_headers={**AGENT, "x-request-id": "op-1", "authorization": "Bearer t"})  # fmt: skip
+    again.client_conn = first.client_conn
+    _, groups = run(tmp_path, first, again)
+    (group,) = groups
+    assert group["origin"] == "auth-retry"
+
+
+def test_same_request_id_minutes_later_is_no_gateway_copy(tmp_path: Path) -> None:
+    _, groups = run(
+        tmp_path,
+        gateway_attempt("http://127.0.0.1:8001", 100.0, status=503),
+        gateway_attempt("http://127.0.0.1:8001", 340.0),
+    )
+    assert all(g["origin"] != "proxy" for g in groups)
+
+
+def test_no_response_then_ran_may_have_run_twice(tmp_path: Path) -> None:
+    records, groups = run(
+        tmp_path,
+        exchange(rpc(0, "tools/list"), body=TOOLS, request_headers=session("A"), at=99.0, duration=0.01),
+        write_call(1, at=100.0, status=None, error_message="Server disconnected", duration=0.5),
+        write_call(2, at=101.0, body=result(2, text_result("done"))),
+    )
+    (group,) = groups
+    assert group["may_have_run_twice"] is True
+    assert calls_of(records, "tools/call")[1]["flags"] == ["DUPLICATE_EXECUTION", "UNSAFE_RETRY"]
+
+
+def test_an_error_on_an_open_event_stream_is_an_answer_not_a_stream_event(tmp_path: Path) -> None:
+    stream = sse(error(5, -32603, "boom"))
+    analysis = analyze([write(tmp_path, exchange(None, method="GET", body=stream, content_type="text/event-stream",
+                                                 request_headers=session("A"), at=1.0))])  # fmt: skip
+    assert analysis.stream_events == []
+    assert [c["flags"] for c in analysis.calls] == [["ORPHAN_RESPONSE"]]
+
+
+def test_a_fault_that_came_after_the_cancel_is_cancelled(tmp_path: Path) -> None:
+    """JSON mode: the client cancels at +4 s; an empty 200 comes at +6 s, when the client had given up."""
+    late_empty = write_call(1, at=100.0, body=b"", duration=6.0)
+    late_empty.response.timestamp_start = 106.0
+    records, _ = run(tmp_path, late_empty, cancel(1, at=104.0))
+    (call,) = calls_of(records, "tools/call")
+    assert call["outcome"] == "CANCELLED"
