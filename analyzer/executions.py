@@ -85,10 +85,11 @@ def find_duplicate_executions(calls: list[Call], facts: CaptureFacts) -> list[Du
         before = last.get(key)
         if before is not None:
             how = "ran" if execution(before) is Execution.RAN else "may have run"
+            marked = "it is not marked" if call.tool in facts.tools else "no tools/list of the capture marks it"
             why = (
                 f"{call.tool!r} with the same arguments {how} before in c{before.number} "
                 f"({before.outcome}, {call.request.t - before.request.t:.2f} s earlier) by the same client: "
-                "it executed again, and it is not marked readOnlyHint or idempotentHint"
+                f"it executed again, and {marked} readOnlyHint or idempotentHint"
             )
             call.flags = tuple(sorted({*call.flags, Flag.DUPLICATE_EXECUTION}))
             call.evidence = (*call.evidence, why)

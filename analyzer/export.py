@@ -15,7 +15,7 @@ from typing import IO, Any
 from mcp_blackbox.analyzer.analysis import Analysis
 from mcp_blackbox.analyzer.call_record import COLUMNS, call_record
 from mcp_blackbox.analyzer.classify import protocol_version
-from mcp_blackbox.analyzer.redact import redact_text
+from mcp_blackbox.analyzer.redact import redact_strings, redact_text
 
 COUNTED = {"by_outcome": "outcome", "by_layer": "layer", "by_method": "method", "by_tool": "tool"}
 
@@ -72,6 +72,8 @@ def iter_records(analysis: Analysis, *, redact: bool = True) -> Iterator[dict[st
             record["evidence"] = [redact_text(line) for line in record["evidence"]]
             if record["error_message"]:
                 record["error_message"] = redact_text(record["error_message"])
+            if record["client"]:
+                record["client"] = redact_strings(record["client"])
         yield record
 
 

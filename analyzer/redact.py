@@ -70,6 +70,11 @@ def is_secret_name(name: str) -> bool:
     return normal in SECRET_NAMES or normal.endswith(SECRET_SUFFIXES) or any(w in normal for w in SECRET_WORDS)
 
 
+def redact_strings(record: dict[str, Any]) -> dict[str, Any]:
+    """A flat record whose text fields a peer chose (a User-Agent, a clientInfo name), each redacted."""
+    return {k: redact_text(v) if isinstance(v, str) else v for k, v in record.items()}
+
+
 def redact_headers(headers: dict[str, str]) -> dict[str, str]:
     out = {}
     for name, value in headers.items():

@@ -28,7 +28,7 @@ from mcp_blackbox.analyzer.classify import protocol_version
 from mcp_blackbox.analyzer.extract import decode_body
 from mcp_blackbox.analyzer.load import LoadReport, read_exchanges
 from mcp_blackbox.analyzer.records import Call, Exchange
-from mcp_blackbox.analyzer.redact import redact_headers, redact_text, redact_url
+from mcp_blackbox.analyzer.redact import redact_headers, redact_strings, redact_text, redact_url
 from mcp_blackbox.analyzer.vocabulary import Outcome, is_failure, vocabulary_data
 
 DETAIL_LIMIT = 3000  # calls whose bytes the report carries (failures and retries first)
@@ -101,10 +101,8 @@ def _clients(calls: list[Call], clients: dict[str, int], redact: bool) -> list[d
     """One record per client unit, in the order of ``clients``' indices (the rows refer to them)."""
     by_unit = {call.client.unit: call.client for call in calls if call.client is not None}
     records = [by_unit[unit].record() for unit in clients]
-    if redact:  # a User-Agent or clientInfo is the client's own text
-        for record in records:
-            record.update({k: redact_text(v) for k, v in record.items() if isinstance(v, str)})
-    return records
+    # A User-Agent or clientInfo is the client's own text: redacted like the export's.
+    return [redact_strings(record) for record in records] if redact else records
 
 
 def _ticks(call: Call, origin: float) -> list[float]:
@@ -218,7 +216,7 @@ def _meta(analysis: Analysis, paths: list[str], origin: float, redact: bool) -> 
         ],
         "retry_groups": len(groups),
         "unsafe_replays": sum(1 for g in groups if g.safety.is_unsafe),
-        "duplicate_executions": [d.record() for d in analysis.duplicate_executions],
+        "duplicate_executions": [d.record() for d in analysis.duplicate_executions[:20]],
         "twice": sum(1 for g in groups if g.may_have_run_twice),
         "redacted": redact,
         "detail_limit": DETAIL_LIMIT,

@@ -125,9 +125,10 @@ def test_labels_are_read_from_request_bodies(tmp_path: Path) -> None:
 
 
 # The analyzer links a test suite's next scenario (a fresh session of the same software sending the identical
-# request right after a 503) as a medium app-retry: linking precision is 0.88 on the full corpus, the open
-# item that keeps `make truth` failing. Every other figure is held here at the gate.
-KNOWN_OPEN = {"retry linking precision"}
+# request right after a 503) as a medium app-retry: linking precision is 0.88 on the full corpus (5/6 on this
+# reduced one), the open item that keeps `make truth` failing. It is held at that, not below; every other
+# figure at the gate.
+KNOWN_OPEN = {"retry linking precision": 0.8}
 
 
 @pytest.mark.e2e
@@ -139,3 +140,6 @@ def test_reduced_corpus_scores_at_least_095_but_the_known_open_figure(tmp_path: 
     figures = result.figures()
     assert all(ratio.total for ratio in figures.values()), score.render(result)
     assert all(ratio.passes() for name, ratio in figures.items() if name not in KNOWN_OPEN), score.render(result)
+    for name, floor in KNOWN_OPEN.items():
+        value = figures[name].value
+        assert value is not None and value >= floor, score.render(result)
