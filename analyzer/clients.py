@@ -119,9 +119,11 @@ def identify_clients(calls: list[Call], versions: dict[str, str]) -> None:
         if facts is not None:
             unit.client_info = unit.client_info or facts.client
             unit.protocol_version = unit.protocol_version or facts.version
-        unit.protocol_version = unit.protocol_version or exchange.request_headers.get("mcp-protocol-version")
-    for unit in units.values():
-        unit.protocol_version = unit.protocol_version or versions.get(unit.name)
+        unit.protocol_version = (
+            unit.protocol_version
+            or exchange.request_headers.get("mcp-protocol-version")
+            or versions.get(call.scope)  # negotiated by the scope's initialize
+        )
     _link(sorted(units.values(), key=lambda u: u.start))
 
 

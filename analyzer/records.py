@@ -152,6 +152,7 @@ class Call:
     retry_origin: RetryOrigin | None = None
     retry_confidence: Confidence | None = None
     client: ClientIdentity | None = None  # who sent it (analyzer/clients.py), shared by its session's calls
+    cancelled_at: float | None = None  # when the client sent notifications/cancelled for it
 
     @property
     def method(self) -> str | None:
@@ -171,11 +172,6 @@ class Call:
         return self.request.facts.tool if self.request.facts else None
 
     @property
-    def cancelled_at(self) -> float | None:
-        """When the client sent notifications/cancelled for it (the only client notification a call keeps)."""
-        return next((n.t for n in self.notifications if n.direction == C2S), None)
-
-    @property
     def t_end(self) -> float | None:
         """When the attempt ended for the client: its first answer or its cancel, whichever came first;
         else when its exchange ended. A retry's delay and window are measured from here."""
@@ -186,6 +182,8 @@ class Call:
 
     def note(self, message: Message) -> None:
         """A notification that belongs to this call."""
+        if message.direction == C2S and self.cancelled_at is None:  # the only client notification a call keeps
+            self.cancelled_at = message.t
         if not self.notifications:
             self.notifications = []
         self.notifications.append(message)
