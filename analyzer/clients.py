@@ -47,6 +47,11 @@ class ClientIdentity:
     protocol_version: str | None
     joined: str  # why the unit is in its lineage
 
+    @property
+    def in_session(self) -> bool:
+        """A session is one the client opened on purpose; a connection outside sessions is the pool's."""
+        return not self.unit.startswith(CONNECTION_PREFIX)
+
     def record(self) -> dict[str, Any]:
         return {
             "lineage": self.lineage,

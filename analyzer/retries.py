@@ -44,6 +44,32 @@ BACKOFF_DELAYS = (1.0, 2.0, 4.0, 8.0)
 Origin = tuple[RetryOrigin, Confidence, list[str]]  # who repeated a request, how sure, and why
 
 
+class _ToolHistory:
+    """The tools/call requests each client unit sent, in order: whether a fresh session re-ran the sequence
+    that led to a failed call (an application loop starting over), or only sent the same request again."""
+
+    def __init__(self) -> None:
+        self._sent: dict[str, list[tuple[str, str]]] = {}  # unit -> (tool, params digest) in order
+        self._before: dict[int, int] = {}  # id(call) -> how many of its unit's tools/call came before it
+
+    def add(self, call: Call) -> None:
+        if call.tool is None or call.client is None or call.request.facts is None:
+            return
+        sent = self._sent.setdefault(call.client.unit, [])
+        self._before[id(call)] = len(sent)
+        sent.append((call.tool, call.request.facts.digest))
+
+    def prior(self, call: Call) -> list[tuple[str, str]]:
+        if call.client is None or id(call) not in self._before:
+            return []
+        return self._sent.get(call.client.unit, [])[: self._before[id(call)]]
+
+    def reruns(self, before: Call, call: Call) -> bool:
+        """The new unit first repeated tool calls that the earlier unit made before the failed attempt."""
+        replayed = self.prior(call)
+        return bool(replayed) and set(replayed) <= set(self.prior(before))
+
+
 @dataclass
 class RetryGroup:
     group_id: str
@@ -103,8 +129,10 @@ def find_retries(calls: list[Call], facts: CaptureFacts) -> list[RetryGroup]:
     # connection, under the request id it gave the first attempt.
     by_request_id: dict[tuple[str, str, str], Call] = {}
     by_call: dict[int, RetryGroup] = {id(g.members[0]): g for g in groups}
+    history = _ToolHistory()
     for call in requests:
         assert call.request.facts is not None
+        history.add(call)
         key = _key(call)
         lineage = _lineage(call)
         request_id_key = _request_id_key(call)
@@ -114,7 +142,9 @@ def find_retries(calls: list[Call], facts: CaptureFacts) -> list[RetryGroup]:
         if gateway_copy is not None and _gateway_may_resend(gateway_copy, call):
             previous, origin = gateway_copy, _gateway_origin(gateway_copy, call)
         else:
-            previous, origin = _previous_attempt(call, latest.get(key), latest_tool, latest_probe.get(lineage))
+            previous, origin = _previous_attempt(
+                call, latest.get(key), latest_tool, latest_probe.get(lineage), history
+            )
         if previous is not None and origin is not None:
             group = by_call.get(id(previous))
             if group is None or group.origin is RetryOrigin.TRANSPORT_RESUME:
@@ -237,6 +267,7 @@ def _previous_attempt(
     same: Call | None,
     latest_tool: dict[tuple[str, str, str], Call],
     probe: Call | None,
+    history: _ToolHistory,
 ) -> tuple[Call | None, Origin | None]:
     """The attempt this call repeats, and (origin, confidence, evidence) of the repetition."""
     facts = call.request.facts
@@ -264,7 +295,8 @@ def _previous_attempt(
             return before, (RetryOrigin.AGENT_RETRY, Confidence.MEDIUM, [why])
     if same is None or not is_failure(same.outcome) or not _within_window(same, call):
         return None, None
-    return same, _origin(same, call)
+    origin = _origin(same, call, history)
+    return (same, origin) if origin is not None else (None, None)
 
 
 def _falls_back(call: Call, probe: Call | None) -> bool:
@@ -281,7 +313,7 @@ def _within_window(before: Call, call: Call, window: float = RETRY_WINDOW) -> bo
     return 0 <= call.request.t - (before.t_end or before.request.t) <= window
 
 
-def _origin(before: Call, call: Call) -> Origin:
+def _origin(before: Call, call: Call, history: _ToolHistory) -> Origin | None:
     a, b = before.exchange, call.exchange
     delay = call.request.t - (before.t_end or before.request.t)
     same_id = before.request.key_id == call.request.key_id
@@ -316,9 +348,27 @@ def _origin(before: Call, call: Call) -> Origin:
     if _same_unit(before, call):
         # Within one session (or connection) the sender is certain; a new id says it is no gateway's copy.
         return RetryOrigin.APP_RETRY, Confidence.HIGH if not same_id else Confidence.MEDIUM, evidence
-    # A fresh session of the same client: a retry, or the client's next run sending the same request.
+    # A fresh session of the same client. An application loop that starts over re-runs the calls that led
+    # to the failure; a lone identical request may as well be the client's next run or a test suite's next
+    # case, which the capture cannot tell from a retry: it is noted on the call, not linked. (Outside
+    # sessions a new connection is only the pool's: the same client for all the capture can say.)
     joined = call.client.joined if call.client is not None else "the same client"
-    return RetryOrigin.APP_RETRY, Confidence.MEDIUM, [*evidence, f"on a fresh session ({joined})"]
+    if not _opened_a_session(call):
+        return RetryOrigin.APP_RETRY, Confidence.MEDIUM, [*evidence, f"on another connection ({joined})"]
+    if history.reruns(before, call):
+        rerun = f"on a fresh session ({joined}) that first re-ran the calls before the failed one"
+        return RetryOrigin.APP_RETRY, Confidence.MEDIUM, [*evidence, rerun]
+    call.evidence = (
+        *call.evidence,
+        f"not linked as a retry: c{before.number} sent the same request {delay:.2f} s earlier on the same client's "
+        f"previous session and got {before.outcome}; a new session's lone identical request may be a new one "
+        "(the next run, a test's next case)",
+    )
+    return None
+
+
+def _opened_a_session(call: Call) -> bool:
+    return call.client is not None and call.client.in_session
 
 
 def _session_change(before: Exchange, after: Exchange) -> str:

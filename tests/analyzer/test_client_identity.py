@@ -99,14 +99,39 @@ def test_agent_retry_with_other_arguments_in_the_same_session(tmp_path: Path) ->
     assert (group["origin"], group["confidence"]) == ("agent-retry", "medium")
 
 
-def test_the_next_scenario_on_a_fresh_session_is_never_a_high_confidence_retry(tmp_path: Path) -> None:
-    """A test suite's next scenario sends the identical request 19 ms later on a fresh session."""
+def test_the_next_scenario_on_a_fresh_session_is_not_linked_but_noted(tmp_path: Path) -> None:
+    """A test suite's next scenario sends the identical request 19 ms later on a fresh session: the capture
+    cannot tell it from a retry, so it is not linked; the call says why."""
     analysis = analysis_of(
         tmp_path, initialize("A", 100.0), lookup(1, "A", 100.1, fail=True), initialize("B", 100.13),
         lookup(1, "B", 100.15),
     )  # fmt: skip
-    confidences = [g.confidence for g in analysis.retry_groups]
-    assert "high" not in confidences
+    assert analysis.retry_groups == []
+    failed, again = [c for c in analysis.calls if c["method"] == "tools/call"]
+    assert failed["client"]["lineage"] == again["client"]["lineage"]
+    assert any(f"not linked as a retry: {failed['call_id']}" in line for line in again["evidence"])
+
+
+def test_an_application_that_starts_over_on_a_fresh_session_retries(tmp_path: Path) -> None:
+    """The new session first re-runs the call that came before the failed one: a loop starting over."""
+    analysis = analysis_of(
+        tmp_path, initialize("A", 100.0), lookup(1, "A", 100.1, key="k0"), lookup(2, "A", 100.2, fail=True),
+        initialize("B", 100.3), lookup(1, "B", 100.4, key="k0"), lookup(2, "B", 100.5),
+    )  # fmt: skip
+    (group,) = [g.record() for g in analysis.retry_groups]
+    assert (group["origin"], group["confidence"]) == ("app-retry", "medium")
+    assert any("re-ran the calls before the failed one" in line for line in group["evidence"])
+    failed, retried = (c for c in analysis.calls if c["retry_group"] == group["retry_group"])
+    assert (failed["scope"], retried["scope"]) == ("session:A", "session:B")
+
+
+def test_a_rerun_of_other_calls_is_no_evidence(tmp_path: Path) -> None:
+    """The new session's earlier call is not one the failed session made: not a sequence starting over."""
+    analysis = analysis_of(
+        tmp_path, initialize("A", 100.0), lookup(1, "A", 100.1, key="k0"), lookup(2, "A", 100.2, fail=True),
+        initialize("B", 100.3), lookup(1, "B", 100.4, key="other"), lookup(2, "B", 100.5),
+    )  # fmt: skip
+    assert analysis.retry_groups == []
 
 
 def test_identical_calls_in_two_captures_are_not_one_retry(tmp_path: Path) -> None:
@@ -190,7 +215,8 @@ def test_an_ambiguous_moment_does_not_leave_later_sessions_unlinked(tmp_path: Pa
     """Two clients were idle at once early on; ten minutes later one client fails and retries anew."""
     analysis = analysis_of(
         tmp_path, initialize("A", 100.0), initialize("B", 100.001), initialize("C", 101.0),
-        initialize("D", 700.0), lookup(1, "D", 700.1, fail=True), initialize("E", 701.0), lookup(1, "E", 701.2),
+        initialize("D", 700.0), lookup(1, "D", 700.1, key="k0"), lookup(2, "D", 700.2, fail=True),
+        initialize("E", 701.0), lookup(1, "E", 701.1, key="k0"), lookup(2, "E", 701.2),
     )  # fmt: skip
     by_scope = {c["scope"]: c["client"] for c in analysis.calls}
     assert "cannot tell" in by_scope["session:C"]["joined"]

@@ -60,11 +60,14 @@ def by_id(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
 
 def test_app_retry_on_a_fresh_session_is_unsafe_for_a_write_tool(tmp_path: Path) -> None:
+    """The application starts over: the new session re-runs the lookup that came first, then the write."""
     records, groups = run(
         tmp_path,
         tools_list(100),
-        call(1, "write_record", at=101, status=503, body=b"unavailable", content_type="text/plain"),
-        call(1, "write_record", at=103, scope="B", ok=True),
+        call(1, "lookup", at=100.5, ok=True),
+        call(2, "write_record", at=101, status=503, body=b"unavailable", content_type="text/plain"),
+        call(1, "lookup", at=103, scope="B", ok=True),
+        call(2, "write_record", at=103.1, scope="B", ok=True),
     )
     (group,) = groups
     # Medium, not high: a fresh session of the same client may also be its next run sending the same request.
@@ -75,6 +78,20 @@ def test_app_retry_on_a_fresh_session_is_unsafe_for_a_write_tool(tmp_path: Path)
     assert retry["flags"] == ["DUPLICATE_EXECUTION", "UNSAFE_RETRY"], "the 503 may have run it: now it ran again"
     assert any("destructiveHint" in e for e in retry["evidence"])
     assert by_id(records)[group["members"][0]]["attempt"] == 1
+
+
+def test_a_lone_write_on_a_fresh_session_is_a_duplicate_execution_not_a_linked_retry(tmp_path: Path) -> None:
+    """Retry or the client's next run: the capture cannot tell, so no group; but the write may have run twice."""
+    records, groups = run(
+        tmp_path,
+        tools_list(100),
+        call(1, "write_record", at=101, status=503, body=b"unavailable", content_type="text/plain"),
+        call(1, "write_record", at=103, scope="B", ok=True),
+    )
+    assert groups == []
+    first, again = (r for r in records if r["method"] == "tools/call")
+    assert again["flags"] == ["DUPLICATE_EXECUTION"] and again["retry_group"] is None
+    assert any(f"not linked as a retry: {first['call_id']}" in e for e in again["evidence"])
 
 
 def test_read_only_tool_may_be_retried(tmp_path: Path) -> None:
