@@ -46,7 +46,7 @@ if str(REPO) not in sys.path:
 
 import anyio  # noqa: E402
 
-from tests.support.processes import ServerProcess, start_server  # noqa: E402
+from tests.support.processes import start_server  # noqa: E402
 from tests.support.proxy import start_mitmdump  # noqa: E402
 from tests.support.raw_http import Control  # noqa: E402
 from tests.truth.driver import Attempt, call, open_session  # noqa: E402
@@ -221,7 +221,7 @@ async def agent_recall(url: str, control: Control, plan: Plan) -> list[Attempt]:
 
 
 Family = Callable[[str, Control, Plan], Awaitable[list[Attempt]]]
-FAMILIES: dict[str, Family] = {
+SDK_FAMILIES: dict[str, Family] = {
     "a": concurrent_lookalikes,
     "b": app_loop_rerun,
     "c": test_suite_lookalike,
@@ -233,13 +233,14 @@ FAMILIES: dict[str, Family] = {
 
 
 @contextmanager
-def recording(server: ServerProcess, name: str, out: Path) -> Iterator[str]:
-    """mitmdump with the addon in front of the server; yields the MCP URL through it, and on the way
-    out stops mitmdump (SIGINT: the flow file is complete) and keeps its capture as out/<name>.flows."""
+def recording(upstream: str, name: str, out: Path) -> Iterator[str]:
+    """mitmdump with the addon in reverse mode in front of ``upstream`` (http://host:port); yields its base
+    URL (no path), and on the way out stops mitmdump (SIGINT: the flow file is complete) and keeps its
+    capture as out/<name>.flows."""
     with tempfile.TemporaryDirectory(prefix="mcp-truth-") as tmp:
-        proxy = start_mitmdump(f"reverse:http://127.0.0.1:{server.port}", Path(tmp), name=name)
+        proxy = start_mitmdump(f"reverse:{upstream}", Path(tmp), name=name)
         try:
-            yield f"{proxy.url}/mcp"
+            yield proxy.url
         finally:
             code = proxy.stop()
         if code != 0:
@@ -247,25 +248,40 @@ def recording(server: ServerProcess, name: str, out: Path) -> Iterator[str]:
         shutil.copyfile(proxy.flow_file, out / f"{name}.flows")
 
 
+def on_test_server(family: Family) -> RecordFamily:
+    """A family of the official SDK's client against the test server (tests/support/mcp_server.py)."""
+
+    def record_family(name: str, out: Path, plan: Plan) -> list[dict[str, Any]]:
+        with start_server("stateful", retry_interval_ms=RETRY_INTERVAL_MS) as server:
+            control = Control(server.port)
+            with recording(f"http://127.0.0.1:{server.port}", name, out) as url:
+                attempts = anyio.run(family, f"{url}/mcp", control, plan)
+            server.assert_alive()
+        return [a.record() for a in attempts]
+
+    return record_family
+
+
+# A family records out/<name>.flows through real processes and returns what each client saw (for
+# corpus.json); the labels travel in the capture. Ecosystem families live in their own modules.
+RecordFamily = Callable[[str, Path, Plan], list[dict[str, Any]]]
+FAMILIES: dict[str, RecordFamily] = {name: on_test_server(family) for name, family in SDK_FAMILIES.items()}
+
+
 def record(out: Path, plan: Plan, families: list[str]) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
     for stale in out.glob("*.flows"):
         stale.unlink()  # the scorer reads every capture in the directory
     corpus: dict[str, Any] = {"plan": plan.__dict__, "families": {}}
-    with start_server("stateful", retry_interval_ms=RETRY_INTERVAL_MS) as server:
-        control = Control(server.port)
-        for name in families:
-            started = time.monotonic()
-            with recording(server, name, out) as url:
-                attempts = anyio.run(FAMILIES[name], url, control, plan)
-            control.reset()
-            server.assert_alive()
-            corpus["families"][name] = {
-                "capture": f"{name}.flows",
-                "seconds": round(time.monotonic() - started, 2),
-                "attempts": [a.record() for a in attempts],
-            }
-            print(f"recorded {name}.flows: {len(attempts)} labelled tools/call, {time.monotonic() - started:.1f} s")
+    for name in families:
+        started = time.monotonic()
+        attempts = FAMILIES[name](name, out, plan)
+        corpus["families"][name] = {
+            "capture": f"{name}.flows",
+            "seconds": round(time.monotonic() - started, 2),
+            "attempts": attempts,
+        }
+        print(f"recorded {name}.flows: {len(attempts)} labelled tools/call, {time.monotonic() - started:.1f} s")
     (out / "corpus.json").write_text(json.dumps(corpus, indent=1) + "\n")
     return corpus
 
