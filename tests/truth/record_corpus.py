@@ -30,13 +30,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import sys
-import tempfile
 import time
-from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -47,9 +43,9 @@ if str(REPO) not in sys.path:
 import anyio  # noqa: E402
 
 from tests.support.processes import start_server  # noqa: E402
-from tests.support.proxy import start_mitmdump  # noqa: E402
 from tests.support.raw_http import Control  # noqa: E402
 from tests.truth.driver import Attempt, call, open_session  # noqa: E402
+from tests.truth.harness import Plan, ScenarioFailed, expect, recording  # noqa: E402
 from tests.truth.labels import Label  # noqa: E402
 
 # The SDK resumes a cut stream after the server's retry interval (else after 1 s): keep it short.
@@ -58,28 +54,6 @@ APP_RETRY_DELAY_S = 1.0  # family a: each failing client retries once, 1 s later
 TEST_GAP_S = 0.02  # family c: the next test starts ~20 ms after the last one ended
 AGENT_GAP_S = 0.05  # family d: the agent re-calls within 100 ms of the isError
 LOOKALIKE_GAP_S = 0.2  # family d: the independent session comes later
-
-
-@dataclass(frozen=True)
-class Plan:
-    clients: int = 24  # family a: concurrent sessions per round
-    failures: int = 8  # family a: how many of them get a 503
-    rounds: int = 2  # family a
-    runs: int = 3  # families b, c and d
-
-    @classmethod
-    def quick(cls) -> Plan:
-        return cls(clients=10, failures=3, rounds=1, runs=1)
-
-
-class ScenarioFailed(RuntimeError):
-    """The clients did not see what the scenario is meant to show: its labels would not be the truth."""
-
-
-def expect(condition: bool, what: str, attempts: list[Attempt]) -> None:
-    if not condition:
-        seen = [(a.label.key, a.outcome, a.error) for a in attempts]
-        raise ScenarioFailed(f"{what}; the clients saw: {seen}")
 
 
 # ---------------------------------------------------------------- fault rules
@@ -230,22 +204,6 @@ SDK_FAMILIES: dict[str, Family] = {
 
 
 # ---------------------------------------------------------------- recording
-
-
-@contextmanager
-def recording(upstream: str, name: str, out: Path) -> Iterator[str]:
-    """mitmdump with the addon in reverse mode in front of ``upstream`` (http://host:port); yields its base
-    URL (no path), and on the way out stops mitmdump (SIGINT: the flow file is complete) and keeps its
-    capture as out/<name>.flows."""
-    with tempfile.TemporaryDirectory(prefix="mcp-truth-") as tmp:
-        proxy = start_mitmdump(f"reverse:{upstream}", Path(tmp), name=name)
-        try:
-            yield proxy.url
-        finally:
-            code = proxy.stop()
-        if code != 0:
-            raise RuntimeError(f"mitmdump exited with {code}; log:\n{proxy.log()}")
-        shutil.copyfile(proxy.flow_file, out / f"{name}.flows")
 
 
 def on_test_server(family: Family) -> RecordFamily:

@@ -5,7 +5,9 @@
 
 The truth comes from the captures themselves: each tools/call request body carries its label in
 params._meta.truth (tests/truth/labels.py), read here with mitmproxy's FlowReader. The analyzer's
-calls are matched to labels by their first exchange (the request's flow id). Figures, over every
+calls are matched to labels by their first exchange (the request's flow id). A copy that a gateway or
+bridge made carries the client's label; its own label comes from <capture>.relabel.json (tests/truth/harness.py).
+Figures, over every
 labelled tools/call:
 
 - retry linking, as pairs (earlier attempt, later attempt): true pairs are each retry and the
@@ -38,6 +40,7 @@ from mitmproxy import io as flow_io  # noqa: E402
 from mitmproxy.http import HTTPFlow  # noqa: E402
 
 from mcp_blackbox.analyzer import analyze  # noqa: E402
+from tests.truth.harness import read_relabels  # noqa: E402
 from tests.truth.labels import Label  # noqa: E402
 
 THRESHOLD = 0.95
@@ -97,7 +100,7 @@ def read_labels(path: Path) -> dict[str, Label]:
                     label = Label.from_params(message.get("params"))
                     if label is not None:
                         labels[flow.id] = label
-    return labels
+    return labels | read_relabels(path)  # a gateway's or bridge's copies, labelled from its own log
 
 
 def scored_calls(path: Path) -> list[ScoredCall]:
