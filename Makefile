@@ -5,10 +5,11 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 TS_CLIENT := tests/clients/ts
 BROWSER_TESTS := tests/browser
+NODE_PEERS := tests/truth/peers/node
 # Debian's chromium (playwright-core drives it; Playwright's own browser downloads are not used).
 CHROMIUM ?= chromium
 
-.PHONY: report test lint chromium browser-deps bench-addon bench-analyzer bench-report samples truth clean
+.PHONY: report test lint chromium browser-deps nginx truth-deps bench-addon bench-analyzer bench-report samples truth clean
 
 # The main job: the bundled sample captures rendered into one self-contained report.
 report: $(STAMP)
@@ -30,13 +31,23 @@ $(TS_CLIENT)/node_modules/.package-lock.json: $(TS_CLIENT)/package-lock.json
 $(BROWSER_TESTS)/node_modules/.package-lock.json: $(BROWSER_TESTS)/package-lock.json
 	cd $(BROWSER_TESTS) && npm ci --no-audit --no-fund --loglevel=error
 
+$(NODE_PEERS)/node_modules/.package-lock.json: $(NODE_PEERS)/package-lock.json
+	cd $(NODE_PEERS) && npm ci --no-audit --no-fund --loglevel=error
+
+# Debian's nginx: the real gateway of the truth corpus (tests/truth/family_gateway.py).
+nginx:
+	@command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends nginx-light)
+
+# What the truth corpus runs: the TS SDK (OAuth client), mcp-remote and nginx.
+truth-deps: $(STAMP) $(TS_CLIENT)/node_modules/.package-lock.json $(NODE_PEERS)/node_modules/.package-lock.json nginx
+
 # Headless Chromium for the HTML report tests; CI runs as root, so apt-get works as is.
 chromium:
 	@command -v $(CHROMIUM) >/dev/null || (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium)
 
 browser-deps: chromium $(BROWSER_TESTS)/node_modules/.package-lock.json
 
-test: $(STAMP) $(TS_CLIENT)/node_modules/.package-lock.json browser-deps lint
+test: $(STAMP) $(TS_CLIENT)/node_modules/.package-lock.json browser-deps truth-deps lint
 	$(BIN)/pytest
 
 # The quick loop: unit, analyzer and fuzz tests and the checks of the sample and synthetic captures.
@@ -68,9 +79,9 @@ samples: $(STAMP) $(TS_CLIENT)/node_modules/.package-lock.json
 	$(BIN)/python sample_captures/record_samples.py
 
 # The labelled truth corpus (tests/truth/): scenarios recorded through real processes, then the analyzer scored on them.
-truth: $(STAMP)
+truth: truth-deps
 	@dir=$$(mktemp -d /tmp/mcp-blackbox-truth.XXXXXX) && echo "corpus: $$dir" && \
 		$(BIN)/python tests/truth/record_corpus.py --out $$dir && $(BIN)/python tests/truth/score.py $$dir
 
 clean:
-	rm -rf $(VENV) $(TS_CLIENT)/node_modules $(BROWSER_TESTS)/node_modules .pytest_cache
+	rm -rf $(VENV) $(TS_CLIENT)/node_modules $(BROWSER_TESTS)/node_modules $(NODE_PEERS)/node_modules .pytest_cache

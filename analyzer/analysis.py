@@ -19,7 +19,7 @@ from mcp_blackbox.analyzer.extract import Extracted, extract_messages
 from mcp_blackbox.analyzer.load import LoadReport, read_exchanges
 from mcp_blackbox.analyzer.pair import legacy_session_of_endpoint, pair_messages, scope_of
 from mcp_blackbox.analyzer.records import Call, Exchange, Message
-from mcp_blackbox.analyzer.retries import RetryGroup, find_retries
+from mcp_blackbox.analyzer.retries import RetryGroup, find_retries, gateway_services
 from mcp_blackbox.analyzer.vocabulary import Flag, Outcome
 
 if TYPE_CHECKING:
@@ -151,7 +151,7 @@ def analyze(paths: Iterable[str | Path], *, keep_details: bool = False, report: 
         call.number = number
     identify_clients(calls, facts.versions)
     retry_groups = find_retries(calls, facts)
-    duplicates = find_duplicate_executions(calls, facts)
+    duplicates = find_duplicate_executions(calls, facts, gateway_services(retry_groups))
     notes = []
     if sse_without_times:
         notes.append(

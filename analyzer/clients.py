@@ -31,6 +31,7 @@ from mcp_blackbox.analyzer.records import Call
 
 STATELESS_PREFIX = "exchange:"
 CONNECTION_PREFIX = "connection:"
+OPENING_METHODS = frozenset({"server/discover", "initialize"})
 IDLE_WINDOW = 300.0  # seconds: as long as a retry may follow its failure (retries.RETRY_WINDOW)
 
 
@@ -46,11 +47,10 @@ class ClientIdentity:
     client_info: str | None  # clientInfo "name/version"
     protocol_version: str | None
     joined: str  # why the unit is in its lineage
-
-    @property
-    def in_session(self) -> bool:
-        """A session is one the client opened on purpose; a connection outside sessions is the pool's."""
-        return not self.unit.startswith(CONNECTION_PREFIX)
+    # The unit is a client's own start: a session, or a connection whose first request negotiated
+    # (server/discover, initialize), as a new run of a stateless client begins. Other connections outside
+    # sessions may be any of a pool's.
+    opened: bool = True
 
     def record(self) -> dict[str, Any]:
         return {
@@ -195,6 +195,7 @@ def _link(units: list[_Unit]) -> None:
             client_info=unit.client_info,
             protocol_version=unit.protocol_version,
             joined=joined,
+            opened=not unit.name.startswith(CONNECTION_PREFIX) or unit.calls[0].method in OPENING_METHODS,
         )
         for call in unit.calls:
             call.client = identity

@@ -12,6 +12,7 @@ client lineage executed, again, a tool not marked ``readOnlyHint`` or ``idempote
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
@@ -70,8 +71,14 @@ class DuplicateExecution:
         }
 
 
-def find_duplicate_executions(calls: list[Call], facts: CaptureFacts) -> list[DuplicateExecution]:
-    """Flag every repeated execution (``calls`` numbered, in the order they started, with clients)."""
+def find_duplicate_executions(
+    calls: list[Call], facts: CaptureFacts, services: Mapping[str, str] | None = None
+) -> list[DuplicateExecution]:
+    """Flag every repeated execution (``calls`` numbered, in the order they started, with clients).
+
+    ``services`` names the servers that a gateway treats as replicas of one service (retries.gateway_services):
+    a write run on one and again on another ran twice all the same."""
+    services = services or {}
     # The last execution per (lineage, server, tool, arguments), and the whole run only once it repeats:
     # a capture of 100,000 calls holds few repeats, and the index must not double the analysis' memory.
     last: dict[tuple[str, str, str, str], Call] = {}
@@ -81,10 +88,13 @@ def find_duplicate_executions(calls: list[Call], facts: CaptureFacts) -> list[Du
             continue
         if replayable(call.tool, facts) or execution(call) is Execution.NOT_RUN:
             continue
-        key = (call.client.lineage, call.exchange.server, call.tool or "", call.request.facts.digest)
+        server = services.get(call.exchange.server, call.exchange.server)
+        key = (call.client.lineage, server, call.tool or "", call.request.facts.digest)
         before = last.get(key)
         if before is not None:
             how = "ran" if execution(before) is Execution.RAN else "may have run"
+            if before.exchange.server != call.exchange.server:
+                how += f" on {before.exchange.server}, a replica behind the same gateway,"
             marked = "it is not marked" if call.tool in facts.tools else "no tools/list of the capture marks it"
             why = (
                 f"{call.tool!r} with the same arguments {how} before in c{before.number} "

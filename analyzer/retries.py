@@ -12,10 +12,13 @@ each group gets a safety verdict (docs/ARCHITECTURE.md, "Retry origins, confiden
 from __future__ import annotations
 
 import email.utils
+import itertools
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
 from mcp_blackbox.analyzer.classify import CaptureFacts
+from mcp_blackbox.analyzer.clients import OPENING_METHODS
 from mcp_blackbox.analyzer.executions import Execution, execution, replayable
 from mcp_blackbox.analyzer.records import C2S, Call, Exchange
 from mcp_blackbox.analyzer.vocabulary import (
@@ -33,6 +36,7 @@ MANUAL_GAP = 60.0  # a longer pause before a retry reads as a person, not a loop
 PROXY_GAP = 0.5  # gateways re-send within ~250 ms
 FALLBACK_GAP = 10.0  # a client falls back to an older protocol right after a refusal
 GATEWAY_GAP = 120.0  # a gateway re-sends at once after a 5xx, or one upstream timeout (nginx: 60 s) later
+RECENT_LOOKALIKES = 32  # identical requests kept per lineage to see several clients at once
 AGENT_GAP = 30.0  # an agent re-calls a tool with new arguments right after isError (pydantic-ai: milliseconds)
 
 SDK_RECONNECT_DELAYS = {
@@ -44,15 +48,19 @@ BACKOFF_DELAYS = (1.0, 2.0, 4.0, 8.0)
 Origin = tuple[RetryOrigin, Confidence, list[str]]  # who repeated a request, how sure, and why
 
 
-class _ToolHistory:
-    """The tools/call requests each client unit sent, in order: whether a fresh session re-ran the sequence
-    that led to a failed call (an application loop starting over), or only sent the same request again."""
+class _History:
+    """What each client unit sent, in order: whether a fresh session re-ran the sequence that led to a
+    failed call (an application loop starting over), or only sent the same request again; and whether
+    other units of a lineage sent the same request meanwhile (several clients behind one lineage)."""
 
     def __init__(self) -> None:
         self._sent: dict[str, list[tuple[str, str]]] = {}  # unit -> (tool, params digest) in order
         self._before: dict[int, int] = {}  # id(call) -> how many of its unit's tools/call came before it
+        # lineage key -> its latest identical requests (bounded: only look-alikes close in time matter)
+        self._recent: dict[tuple[str, str, str, str], deque[Call]] = {}
 
     def add(self, call: Call) -> None:
+        self._recent.setdefault(_key(call), deque(maxlen=RECENT_LOOKALIKES)).append(call)
         if call.tool is None or call.client is None or call.request.facts is None:
             return
         sent = self._sent.setdefault(call.client.unit, [])
@@ -63,6 +71,18 @@ class _ToolHistory:
         if call.client is None or id(call) not in self._before:
             return []
         return self._sent.get(call.client.unit, [])[: self._before[id(call)]]
+
+    def crowded(self, before: Call, call: Call) -> bool:
+        """Another unit had the identical request in flight between ``before`` and ``call``: the lineage holds
+        several clients doing the same thing, and which of them re-sent cannot be told."""
+        start, end = before.request.t, call.request.t
+        return any(
+            other is not call
+            and not _same_unit(other, before)
+            and other.request.t <= end
+            and (other.t_end or other.request.t) >= start
+            for other in self._recent.get(_key(call), ())
+        )
 
     def reruns(self, before: Call, call: Call) -> bool:
         """The new unit first repeated tool calls that the earlier unit made before the failed attempt."""
@@ -77,6 +97,10 @@ class RetryGroup:
     confidence: Confidence
     members: list[Call] = field(default_factory=list)
     evidence: list[str] = field(default_factory=list)
+    # Who sent each attempt after the first, and how sure: a gateway's copy and the application's own
+    # re-send can be attempts of one request. The group's origin is its first link's; its confidence the
+    # weakest link's.
+    links: list[tuple[RetryOrigin, Confidence]] = field(default_factory=list)
     is_failure_retry: bool = True  # False for negotiation, MRTR rounds and planned reconnects
     safety: Safety = Safety.SAFE
     may_have_run_twice: bool = False
@@ -100,6 +124,25 @@ class RetryGroup:
         }
 
 
+def gateway_services(groups: list[RetryGroup]) -> dict[str, str]:
+    """Servers that a gateway re-sent one request between are replicas of one service: server -> the
+    service's name (its first server seen). A write that ran on each of them ran twice."""
+    service: dict[str, str] = {}
+
+    def find(server: str) -> str:
+        while (parent := service.get(server, server)) != server:
+            server = parent
+        return server
+
+    for group in groups:
+        for (before, after), (origin, _) in zip(itertools.pairwise(group.members), group.links, strict=True):
+            if origin is RetryOrigin.PROXY and before.exchange.server != after.exchange.server:
+                first, second = find(before.exchange.server), find(after.exchange.server)
+                if first != second:
+                    service[second] = first
+    return {server: find(server) for server in service}
+
+
 def _retry_after(call: Call) -> float | None:
     """Seconds a 429 (or 503) asked the client to wait, from Retry-After."""
     value = call.exchange.response_headers.get("retry-after")
@@ -121,19 +164,21 @@ def find_retries(calls: list[Call], facts: CaptureFacts) -> list[RetryGroup]:
     for call in requests:
         if (group := _resumed_stream(call, f"r{len(groups) + 1}")) is not None:
             groups.append(group)
-    # Keyed by the client's lineage first (analyzer/clients.py): a retry is the same client's.
-    latest: dict[tuple[str, str, str, str], Call] = {}  # (lineage, server, method, params digest) -> attempt
-    latest_tool: dict[tuple[str, str, str], Call] = {}  # (lineage, server, tool) -> attempt, any arguments
+    # Keyed by the client (analyzer/clients.py): a retry is the same client's. Each attempt is kept under its
+    # unit (session or connection) and under its lineage: the unit's own failure first, so that clients that
+    # share a lineage (stateless connections of one software) do not hide each other's.
+    latest: dict[tuple[str, str, str, str], Call] = {}  # (unit or lineage, server, method, digest) -> attempt
+    latest_tool: dict[tuple[str, str, str], Call] = {}  # (unit or lineage, server, tool) -> attempt, any arguments
     latest_probe: dict[str, Call] = {}  # lineage -> its last refused modern probe or initialize
     # (X-Request-ID, method, params digest) -> attempt: a gateway re-sends to another server, from its own
     # connection, under the request id it gave the first attempt.
     by_request_id: dict[tuple[str, str, str], Call] = {}
     by_call: dict[int, RetryGroup] = {id(g.members[0]): g for g in groups}
-    history = _ToolHistory()
+    history = _History()
     for call in requests:
         assert call.request.facts is not None
         history.add(call)
-        key = _key(call)
+        key, unit_key = _key(call), _key(call, in_unit=True)
         lineage = _lineage(call)
         request_id_key = _request_id_key(call)
         gateway_copy = by_request_id.get(request_id_key) if request_id_key else None
@@ -142,9 +187,8 @@ def find_retries(calls: list[Call], facts: CaptureFacts) -> list[RetryGroup]:
         if gateway_copy is not None and _gateway_may_resend(gateway_copy, call):
             previous, origin = gateway_copy, _gateway_origin(gateway_copy, call)
         else:
-            previous, origin = _previous_attempt(
-                call, latest.get(key), latest_tool, latest_probe.get(lineage), history
-            )
+            same = latest.get(unit_key) or latest.get(key)
+            previous, origin = _previous_attempt(call, same, latest_tool, latest_probe.get(lineage), history)
         if previous is not None and origin is not None:
             group = by_call.get(id(previous))
             if group is None or group.origin is RetryOrigin.TRANSPORT_RESUME:
@@ -154,25 +198,29 @@ def find_retries(calls: list[Call], facts: CaptureFacts) -> list[RetryGroup]:
             elif group.origin != origin[0] and origin[0].retries_a_failure:
                 group.evidence.append(f"attempt {len(group.members) + 1} by {origin[0]}")
             group.members.append(call)
+            group.links.append((origin[0], origin[1]))
+            group.confidence = Confidence.weakest(group.confidence, origin[1])
             group.evidence.extend(origin[2])
             by_call[id(call)] = group
             group.is_failure_retry = group.is_failure_retry and origin[0].retries_a_failure
             if origin[0] is RetryOrigin.PROTOCOL_FALLBACK:
                 # Negotiation is over: the same probe later (another client, a new session) starts anew.
                 latest.pop(_key(previous), None)
+                latest.pop(_key(previous, in_unit=True), None)
                 latest_probe.pop(lineage, None)
         # Only a request that did not succeed can be retried: keep those, so the index stays small.
         if is_failure(call.outcome):
-            latest[key] = call
+            latest[key] = latest[unit_key] = call
         else:
             latest.pop(key, None)
+            latest.pop(unit_key, None)
         # Only an attempt that may have run can be re-sent by a gateway: keep those, so the index stays small.
         if request_id_key and execution(call) is Execution.MAYBE:
             by_request_id[request_id_key] = call
         elif request_id_key:
             by_request_id.pop(request_id_key, None)
         if call.tool:
-            latest_tool[_tool_key(call)] = call
+            latest_tool[_tool_key(call)] = latest_tool[_tool_key(call, in_unit=True)] = call
         if _is_refused_probe(call):
             latest_probe[lineage] = call
     for group in groups:
@@ -213,10 +261,17 @@ def _lineage(call: Call) -> str:
     return call.client.lineage if call.client is not None else ""
 
 
-def _key(call: Call) -> tuple[str, str, str, str]:
+def _owner(call: Call, in_unit: bool) -> str:
+    """The client's unit, or its lineage (unit names and lineage names never collide)."""
+    if in_unit:
+        return call.client.unit if call.client is not None else call.scope
+    return _lineage(call)
+
+
+def _key(call: Call, in_unit: bool = False) -> tuple[str, str, str, str]:
     """A retry is the same client's, to the same server, with the same request."""
     digest = call.request.facts.digest if call.request.facts else ""
-    return (_lineage(call), call.exchange.server, call.method or "", digest)
+    return (_owner(call, in_unit), call.exchange.server, call.method or "", digest)
 
 
 def _request_id_key(call: Call) -> tuple[str, str, str] | None:
@@ -244,8 +299,8 @@ def _gateway_origin(before: Call, call: Call) -> Origin:
     return RetryOrigin.PROXY, Confidence.HIGH, evidence
 
 
-def _tool_key(call: Call) -> tuple[str, str, str]:
-    return (_lineage(call), call.exchange.server, call.tool or "")
+def _tool_key(call: Call, in_unit: bool = False) -> tuple[str, str, str]:
+    return (_owner(call, in_unit), call.exchange.server, call.tool or "")
 
 
 def _same_unit(before: Call, after: Call) -> bool:
@@ -267,7 +322,7 @@ def _previous_attempt(
     same: Call | None,
     latest_tool: dict[tuple[str, str, str], Call],
     probe: Call | None,
-    history: _ToolHistory,
+    history: _History,
 ) -> tuple[Call | None, Origin | None]:
     """The attempt this call repeats, and (origin, confidence, evidence) of the repetition."""
     facts = call.request.facts
@@ -284,7 +339,7 @@ def _previous_attempt(
     if call.tool and same is None:
         # Other arguments: only the same session (or connection), right after the isError. A new run of an
         # agent calls the same tool on a fresh session with arguments of its own.
-        before = latest_tool.get(_tool_key(call))
+        before = latest_tool.get(_tool_key(call, in_unit=True))
         if (
             before is not None
             and before.outcome == Outcome.TOOL_ERROR
@@ -313,7 +368,7 @@ def _within_window(before: Call, call: Call, window: float = RETRY_WINDOW) -> bo
     return 0 <= call.request.t - (before.t_end or before.request.t) <= window
 
 
-def _origin(before: Call, call: Call, history: _ToolHistory) -> Origin | None:
+def _origin(before: Call, call: Call, history: _History) -> Origin | None:
     a, b = before.exchange, call.exchange
     delay = call.request.t - (before.t_end or before.request.t)
     same_id = before.request.key_id == call.request.key_id
@@ -340,7 +395,7 @@ def _origin(before: Call, call: Call, history: _ToolHistory) -> Origin | None:
         return RetryOrigin.SESSION_REINIT, Confidence.HIGH, [*evidence, "404 on the session, then a fresh initialize"]
     if delay > MANUAL_GAP:
         return RetryOrigin.MANUAL, Confidence.LOW, [*evidence, f"after {delay:.0f} s: a person, not a loop"]
-    if before.outcome == Outcome.TOOL_ERROR:
+    if before.outcome == Outcome.TOOL_ERROR and _same_unit(before, call):
         return RetryOrigin.AGENT_RETRY, Confidence.MEDIUM, [*evidence, "after isError, the same tool call again"]
     backoff = next((d for d in BACKOFF_DELAYS if abs(delay - d) < 0.2 * d), None)
     note = f" (matches a {backoff:.0f} s backoff step)" if backoff else ""
@@ -353,8 +408,13 @@ def _origin(before: Call, call: Call, history: _ToolHistory) -> Origin | None:
     # case, which the capture cannot tell from a retry: it is noted on the call, not linked. (Outside
     # sessions a new connection is only the pool's: the same client for all the capture can say.)
     joined = call.client.joined if call.client is not None else "the same client"
-    if not _opened_a_session(call):
+    if not _opened_anew(call):
+        if history.crowded(before, call):
+            return None  # identical requests from other connections of the lineage in between
         return RetryOrigin.APP_RETRY, Confidence.MEDIUM, [*evidence, f"on another connection ({joined})"]
+    if call.method in OPENING_METHODS:
+        # The client never got in: opening again is its next attempt, not a next run.
+        return RetryOrigin.APP_RETRY, Confidence.MEDIUM, [*evidence, f"opening anew ({joined})"]
     if history.reruns(before, call):
         rerun = f"on a fresh session ({joined}) that first re-ran the calls before the failed one"
         return RetryOrigin.APP_RETRY, Confidence.MEDIUM, [*evidence, rerun]
@@ -367,8 +427,8 @@ def _origin(before: Call, call: Call, history: _ToolHistory) -> Origin | None:
     return None
 
 
-def _opened_a_session(call: Call) -> bool:
-    return call.client is not None and call.client.in_session
+def _opened_anew(call: Call) -> bool:
+    return call.client is not None and call.client.opened
 
 
 def _session_change(before: Exchange, after: Exchange) -> str:
@@ -382,9 +442,10 @@ def _session_change(before: Exchange, after: Exchange) -> str:
 
 
 def _apply(group: RetryGroup, facts: CaptureFacts) -> None:
-    for attempt, call in enumerate(group.members, 1):
+    links: list[tuple[RetryOrigin | None, Confidence | None]] = [(None, None), *group.links]
+    for attempt, (call, (origin, confidence)) in enumerate(zip(group.members, links, strict=True), 1):
         call.retry_group, call.attempt = group.group_id, attempt
-        call.retry_origin, call.retry_confidence = (group.origin, group.confidence) if attempt > 1 else (None, None)
+        call.retry_origin, call.retry_confidence = origin, confidence
     if group.origin is RetryOrigin.TRANSPORT_RESUME:
         call = group.members[0]
         call.retry_origin, call.retry_confidence = group.origin, group.confidence

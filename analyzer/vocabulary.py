@@ -186,6 +186,11 @@ class Confidence(StrEnum):
     MEDIUM = "medium"
     LOW = "low"
 
+    @staticmethod
+    def weakest(*levels: Confidence) -> Confidence:
+        """A chain of links is only as sure as its weakest link."""
+        return max(levels, key=list(Confidence).index)
+
 
 class Safety(StrEnum):
     """A retry group's replay-safety verdict (a retry decision table: what a replay after each failure does)."""

@@ -63,7 +63,7 @@ class Rule:
     @classmethod
     def from_json(cls, raw: dict[str, Any]) -> Rule:
         action = raw["action"]
-        if not isinstance(action, dict) or not ({"status", "statuses", "cut_after_events", "rewrite"} & action.keys()):
+        if not isinstance(action, dict) or not (_ACTIONS.keys() & action.keys()):
             raise ValueError(f"unknown action: {action!r}")
         if "rewrite" in action and action["rewrite"] not in REWRITES:
             raise ValueError(f"unknown rewrite {action['rewrite']!r}; expected one of {REWRITES}")
@@ -397,12 +397,25 @@ async def _act_rewrite(app: ASGIApp, scope: Scope, down: Downstream, action: dic
     await _run(app, scope, down, send)
 
 
+async def _act_delay(app: ASGIApp, scope: Scope, down: Downstream, action: dict[str, Any], k: int) -> None:
+    """{"delay_ms": N}: a slow upstream. The request runs as usual, but its response starts N ms late: a
+    gateway that timed out meanwhile has gone, and the tool ran all the same (its answer goes nowhere)."""
+
+    async def send(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            await anyio.sleep(action["delay_ms"] / 1000)
+        await down.send(message)
+
+    await _run(app, scope, down, send)
+
+
 Action = Callable[[ASGIApp, Scope, Downstream, dict[str, Any], int], Awaitable[None]]
 _ACTIONS: dict[str, Action] = {
     "status": _act_status,
     "statuses": _act_statuses,
     "cut_after_events": _act_cut,
     "rewrite": _act_rewrite,
+    "delay_ms": _act_delay,
 }
 
 

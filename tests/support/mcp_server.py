@@ -61,6 +61,9 @@ async def _ask_for_name() -> Elicit[NameForm]:
     return Elicit("What is your name?", NameForm)
 
 
+WRITE_LOG_PREFIX = "write_record ran: "
+
+
 def build_mcp(name: str = "mcp-blackbox-testbed") -> MCPServer:
     """The MCP server with the test bed's tools. A fresh instance per app keeps counters per process."""
     mcp = MCPServer(name, version="1.0.0")
@@ -113,7 +116,9 @@ def build_mcp(name: str = "mcp-blackbox-testbed") -> MCPServer:
         structured_output=False,
     )
     def write_record(key: str, value: str) -> str:
-        """A side effect: count every write in this process."""
+        """A side effect: count every write in this process. Each execution is logged on stderr, the
+        server's side of the truth for whether a write ran (tests/truth), whatever reached the client."""
+        print(f"{WRITE_LOG_PREFIX}{key}", file=sys.stderr, flush=True)
         return f"written {key} #{next(records)}"
 
     return mcp

@@ -74,6 +74,12 @@ class ServerProcess:
     def stderr_text(self) -> str:
         return _tail(self.stderr)
 
+    def stderr_lines(self) -> list[str]:
+        """Everything the server wrote on stderr so far (its execution log, for truth labels)."""
+        self.stderr.flush()
+        self.stderr.seek(0)
+        return self.stderr.read().decode("utf-8", errors="replace").splitlines()
+
     def assert_alive(self) -> None:
         if self.proc.poll() is not None:
             raise ProcessFailure(f"test MCP server exited with {self.proc.returncode}; stderr:\n{self.stderr_text()}")

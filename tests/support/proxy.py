@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -63,6 +64,7 @@ def start_mitmdump(
     options: dict[str, str] | None = None,
     name: str = "mitmdump",
     addon: bool = True,
+    extra_modes: Sequence[str] = (),
     timeout: float = 20,
 ) -> Mitmdump:
     """Start ``mitmdump -s addon/mcp_recorder.py --mode MODE -w FILE`` and wait until it listens.
@@ -75,6 +77,8 @@ def start_mitmdump(
     log_file = workdir / f"{name}.log"
     port = 0 if addon else free_port()
     command = [MITMDUMP, "--mode", mode, "--listen-host", "127.0.0.1", "-p", str(port), "-w", str(flow_file)]
+    for extra in extra_modes:  # more listeners, into the same capture ("reverse:URL@PORT")
+        command += ["--mode", extra]
     if addon:
         command += ["-s", str(ADDON), "--set", f"mcp_listen_file={listen_file}"]
     for key, value in (options or {}).items():

@@ -3,10 +3,11 @@
     .venv/bin/python tests/truth/record_corpus.py --out DIR [--quick]
     make truth
 
-One test MCP server (tests/support/mcp_server.py: the official SDK behind the fault layer) serves
-every scenario; each scenario family gets its own mitmdump with the recording addon in reverse mode,
-and so its own capture, DIR/<family>.flows. The clients are the official Python SDK's `mcp.Client`,
-driven from this process (tests/truth/driver.py) so that each scenario decides its own retries.
+Each family records its own capture(s), DIR/<family>[-part].flows, through its own servers and
+mitmdump with the recording addon (tests/truth/harness.py). Families a-d use the test MCP server
+(tests/support/mcp_server.py: the official SDK behind the fault layer) and the official Python SDK's
+`mcp.Client`, driven from this process (tests/truth/driver.py) so that each scenario decides its own
+retries; the others bring ecosystem peers (their modules say which).
 Every tools/call carries its truth label in params._meta (tests/truth/labels.py); the labels say
 what the client did, and the scorer (tests/truth/score.py) reads them back from the captures.
 
@@ -22,6 +23,17 @@ Families:
   d  an agent re-call: tool_error answers isError, and the same session calls the tool again with
      changed arguments within 100 ms (agent-retry); later a new session calls it with other
      arguments (independent).
+  e  an agent framework (pydantic-ai with a scripted FunctionModel, on the fastmcp client) against a
+     FastMCP server: re-calls after isError with changed arguments, later runs and a crowd of runs
+     (tests/truth/family_agent.py).
+  f  a bridge (mcp-remote, npm) between the official SDK's stdio client and the test server: its
+     throw-away test session, a 503 retried by the app, a 404 it re-initializes after, stateless
+     (--protocol auto) bridges and look-alike bridges at once (tests/truth/family_bridge.py).
+  g  a real gateway (nginx, tests/truth/family_gateway.py) re-sending POSTs to a second server after a
+     503 and after its upstream timeout, recorded in front of it (g-front) and behind it (g-behind).
+  h  OAuth: the TypeScript SDK's client auth against the Python SDK's authorization and resource
+     server: discovery, registration, token, refresh after a revoked token, a 403 look-alike
+     (tests/truth/family_oauth.py).
 
 DIR/corpus.json keeps what each client saw, for debugging; the scorer does not read it.
 """
@@ -44,6 +56,7 @@ import anyio  # noqa: E402
 
 from tests.support.processes import start_server  # noqa: E402
 from tests.support.raw_http import Control  # noqa: E402
+from tests.truth import family_agent, family_bridge, family_gateway, family_oauth  # noqa: E402
 from tests.truth.driver import Attempt, call, open_session  # noqa: E402
 from tests.truth.harness import Plan, ScenarioFailed, expect, recording  # noqa: E402
 from tests.truth.labels import Label  # noqa: E402
@@ -223,7 +236,13 @@ def on_test_server(family: Family) -> RecordFamily:
 # A family records out/<name>.flows through real processes and returns what each client saw (for
 # corpus.json); the labels travel in the capture. Ecosystem families live in their own modules.
 RecordFamily = Callable[[str, Path, Plan], list[dict[str, Any]]]
-FAMILIES: dict[str, RecordFamily] = {name: on_test_server(family) for name, family in SDK_FAMILIES.items()}
+FAMILIES: dict[str, RecordFamily] = {
+    **{name: on_test_server(family) for name, family in SDK_FAMILIES.items()},
+    "e": family_agent.record_family,
+    "f": family_bridge.record_family,
+    "g": family_gateway.record_family,
+    "h": family_oauth.record_family,
+}
 
 
 def record(out: Path, plan: Plan, families: list[str]) -> dict[str, Any]:

@@ -47,7 +47,7 @@ THRESHOLD = 0.95
 DUPLICATE_FLAG = "DUPLICATE_EXECUTION"
 HIGH = "high"
 
-Pair = tuple[str, str]  # (earlier label key, later label key)
+Pair = tuple[str, str]  # (earlier attempt, later attempt), as ScoredCall.key
 
 
 # ---------------------------------------------------------------- the calls, with their truth
@@ -71,6 +71,15 @@ class ScoredCall:
     def group(self) -> tuple[str, str] | None:
         """Group ids are per analysis: qualified by the capture."""
         return (self.capture, self.retry_group) if self.retry_group else None
+
+    @property
+    def key(self) -> str:
+        """A label is unique within its capture; the same request is seen in front of a gateway and behind it."""
+        return f"{self.capture}:{self.label.key}"
+
+    @property
+    def previous_key(self) -> str:
+        return f"{self.capture}:{self.label.previous_key}"
 
     @property
     def duplicate(self) -> bool:
@@ -142,7 +151,7 @@ def _scored(capture: str, record: dict[str, Any], label: Label, link_evidence: t
 
 def true_pairs(calls: Iterable[ScoredCall]) -> set[Pair]:
     """Each retry with the attempt just before it: what the clients did."""
-    return {(c.label.previous_key, c.label.key) for c in calls if c.label.kind == "retry"}
+    return {(c.previous_key, c.key) for c in calls if c.label.kind == "retry"}
 
 
 def predicted_pairs(calls: Iterable[ScoredCall]) -> dict[Pair, ScoredCall]:
@@ -155,7 +164,7 @@ def predicted_pairs(calls: Iterable[ScoredCall]) -> dict[Pair, ScoredCall]:
     for members in groups.values():
         members.sort(key=lambda c: c.attempt or 0)
         for before, after in itertools.pairwise(members):
-            pairs[(before.label.key, after.label.key)] = after
+            pairs[(before.key, after.key)] = after
     return pairs
 
 
@@ -209,8 +218,8 @@ def score(calls: list[ScoredCall]) -> Score:
     linked = truth & predicted.keys()
     with_origin = [pair for pair in linked if by_key[pair[1]].label.origin]
     origin_right = [pair for pair in with_origin if predicted[pair].origin == by_key[pair[1]].label.origin]
-    flagged = {c.label.key for c in calls if c.duplicate}
-    reexecuted = {c.label.key for c in calls if c.label.reexecutes}
+    flagged = {c.key for c in calls if c.duplicate}
+    reexecuted = {c.key for c in calls if c.label.reexecutes}
     result = Score(
         calls=len(calls),
         retry_precision=Ratio(len(linked), len(predicted)),
@@ -228,8 +237,8 @@ def score(calls: list[ScoredCall]) -> Score:
 def _index(calls: list[ScoredCall]) -> dict[str, ScoredCall]:
     by_key: dict[str, ScoredCall] = {}
     for call in calls:
-        if (seen := by_key.setdefault(call.label.key, call)) is not call:
-            raise CorpusMismatch(f"label {call.label.key} on two calls: {seen.describe()} and {call.describe()}")
+        if (seen := by_key.setdefault(call.key, call)) is not call:
+            raise CorpusMismatch(f"label {call.key} on two calls: {seen.describe()} and {call.describe()}")
     return by_key
 
 
