@@ -110,7 +110,9 @@ def analyze(paths: Iterable[str | Path], *, keep_details: bool = False, report: 
     for exchange in read_exchanges(list(paths), report, keep_all=keep_details):
         extracted = extract_messages(exchange, whole=keep_details)
         reason = _mcp_reason(exchange, extracted, known)
-        if reason is None and (step := auth_step(exchange)) is not None:
+        # An OAuth exchange stays one even with MCP headers on it (the TypeScript SDK sends
+        # MCP-Protocol-Version on its metadata requests), unless it carries JSON-RPC.
+        if not extracted.claims_jsonrpc and (step := auth_step(exchange)) is not None:
             # Analyzed, not skipped: part of the story (a 401, then credentials), though no call.
             auth_steps.append(auth_record(exchange, step))
             exchanges.append(exchange)

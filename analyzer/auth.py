@@ -23,8 +23,10 @@ METADATA = {
 def auth_step(exchange: Exchange) -> str | None:
     """What step of the OAuth flow this exchange is, or None."""
     path = exchange.path
-    for prefix, step in METADATA.items():
-        if path.startswith(prefix):
+    for well_known, step in METADATA.items():
+        # RFC 8414 puts the well-known part before a path (/.well-known/oauth-authorization-server/mcp),
+        # OpenID after it (/mcp/.well-known/openid-configuration): clients probe both.
+        if well_known in path:
             return step
     body = exchange.request_body or b""
     if exchange.method == "POST" and path.endswith("/token") and b"grant_type=" in body:

@@ -64,7 +64,7 @@ def pair_messages(messages: list[Message]) -> Pairing:
             by_request_exchange.setdefault(message.exchange.flow_id, []).append(call)
             if message.kind == "request":
                 key = (scope, message.direction, message.key_id)
-                if key in by_key:
+                if key in by_key and not _resent_unanswered(by_key[key], message):
                     # A new Call's flags and evidence are lists until apply_verdict (records.Call).
                     call.flags.append(Flag.ID_REUSED)  # type: ignore[union-attr]
                     call.evidence.append(  # type: ignore[union-attr]
@@ -132,3 +132,19 @@ def _attach_cancel(message: Message, scope: str, by_key: dict[tuple[str, str, st
     target = by_key.get((scope, message.direction, message.ref))
     if target is not None:
         target.note(message)
+
+
+def _resent_unanswered(earlier: Call, message: Message) -> bool:
+    """The same request again under its id, after the first was refused before any JSON-RPC answer (the
+    TypeScript SDK re-sends it so after a 401 and new credentials): one request, not a reused id."""
+    before, now = earlier.request.facts, message.facts
+    status = earlier.exchange.status
+    return (
+        status is not None
+        and status >= 400
+        and not any(r.key_id == earlier.request.key_id for r in earlier.responses)
+        and earlier.request.method == message.method
+        and before is not None
+        and now is not None
+        and before.digest == now.digest
+    )
