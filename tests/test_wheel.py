@@ -86,9 +86,16 @@ def succeeded(done: subprocess.CompletedProcess[str]) -> subprocess.CompletedPro
     return done
 
 
+def tree_snapshot(root: Path) -> dict[str, int] | None:
+    """Every file under root with its modification time, or None if root does not exist."""
+    if not root.exists():
+        return None
+    return {str(path.relative_to(root)): path.stat().st_mtime_ns for path in root.rglob("*")}
+
+
 @dataclass
 class Installed:
-    checkout_build_before: bool  # build/ existed in the checkout before the build ran
+    checkout_build_before: dict[str, int] | None  # build/ in the checkout before the build ran (snapshot)
     build_output: str
     wheel: Path
     wheel_names: list[str]
@@ -142,7 +149,7 @@ def installed() -> Iterator[Installed]:
         root = Path(tmp)
         dist, venv, workdir = root / "dist", root / "venv", root / "work"
         workdir.mkdir()
-        checkout_build_before = (REPO / "build").exists()
+        checkout_build_before = tree_snapshot(REPO / "build")
         sources = package_sources()
         # Plain `python -m build`: the sdist, then the wheel built from the unpacked sdist in a temp
         # dir, so a file missing from the sdist would be missing from the wheel too. It still writes
@@ -240,9 +247,8 @@ def capture(installed: Installed) -> dict[str, Any]:
 def test_build_makes_sdist_then_wheel_from_it_and_leaves_no_build_directory(installed: Installed) -> None:
     assert "Building wheel from sdist" in installed.build_output, installed.build_output[-OUTPUT_TAIL:]
     assert len(list(installed.wheel.parent.glob("*.tar.gz"))) == 1
-    if installed.checkout_build_before:
-        pytest.skip("build/ was already in the checkout before the build; cannot tell who left it")
-    assert not (REPO / "build").exists(), "python -m build left build/ in the checkout"
+    # A build/ left by someone else before may stay; the build must neither create nor touch one.
+    assert tree_snapshot(REPO / "build") == installed.checkout_build_before, "python -m build wrote build/"
 
 
 def test_wheel_installs_only_mcp_blackbox_at_top_level(installed: Installed) -> None:

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, seed, settings
 
 from tests.fuzz import properties
-from tests.support.browser import browser_missing, inspect_report
+from tests.support.browser import inspect_report
 
 pytestmark = pytest.mark.fuzz
 
@@ -28,7 +28,6 @@ def test_captured_text_stays_data(c: properties.Captured) -> None:
     properties.check_escaping(c)
 
 
-@pytest.mark.skipif(browser_missing() is not None, reason=browser_missing() or "")
 @seed(6202)
 @settings(FAST, max_examples=4)  # each example starts Chromium: a few seconds
 @given(properties.captured)
