@@ -64,7 +64,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	mkdir -p $(MYPY_SRC)/mcp_blackbox
 	for d in addon analyzer templates; do ln -sfn ../../../$$d $(MYPY_SRC)/mcp_blackbox/$$d; done
-	MYPYPATH=$(MYPY_SRC) $(BIN)/mypy -p mcp_blackbox.addon -p mcp_blackbox.analyzer -p tests.support
+	MYPYPATH=$(MYPY_SRC) $(BIN)/mypy -p mcp_blackbox.addon -p mcp_blackbox.analyzer -p tests.support -p tests.truth
 
 bench-addon: $(STAMP)
 	$(BIN)/python tests/benchmarks/bench_addon.py

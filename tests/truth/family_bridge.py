@@ -36,13 +36,12 @@ from typing import Any, Literal
 import anyio
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
-from mitmproxy import io as flow_io
 from mitmproxy.http import HTTPFlow
 
 from tests.support.processes import start_server
 from tests.support.raw_http import Control
 from tests.truth.driver import CLIENT_MODE, READ_TIMEOUT_S, Attempt, call
-from tests.truth.harness import Plan, ScenarioFailed, expect, recording, write_relabels
+from tests.truth.harness import Plan, ScenarioFailed, expect, read_flows, recording, tools_call, write_relabels
 from tests.truth.labels import Label
 
 NODE_PEERS = Path(__file__).resolve().parent / "peers" / "node"
@@ -229,26 +228,6 @@ async def scenarios(url: str, control: Control, family: str, plan: Plan, workdir
 # ---------------------------------------------------------------- the bridge's copies, from the capture
 
 
-def _flows(capture: Path) -> list[HTTPFlow]:
-    """In start order: the capture holds flows in the order they ended."""
-    with capture.open("rb") as stream:
-        flows = [f for f in flow_io.FlowReader(stream).stream() if isinstance(f, HTTPFlow)]
-    return sorted(flows, key=lambda f: f.request.timestamp_start)
-
-
-def _label_of(flow: HTTPFlow) -> Label | None:
-    """The label a tools/call request body carries, read as the scorer reads it."""
-    if flow.request.method != "POST":
-        return None
-    try:
-        body = json.loads(flow.request.get_content(strict=False) or b"null")
-    except ValueError:
-        return None
-    if not isinstance(body, dict) or body.get("method") != "tools/call":
-        return None
-    return Label.from_params(body.get("params"))
-
-
 def bridge_copies(capture: Path, expiries: list[Bridge]) -> dict[str, Label]:
     """Flow id -> label of each copy mcp-remote re-sent after a 404, checked against its log.
 
@@ -256,9 +235,8 @@ def bridge_copies(capture: Path, expiries: list[Bridge]) -> dict[str, Label]:
     the second went out on the session mcp-remote's log says it re-established.
     """
     by_label: dict[str, list[HTTPFlow]] = {}
-    for flow in _flows(capture):
-        label = _label_of(flow)
-        if label is not None:
+    for flow in read_flows(capture):
+        if (found := tools_call(flow)) and (label := found[1]):
             by_label.setdefault(label.key, []).append(flow)
     relabels: dict[str, Label] = {}
     for bridge in expiries:

@@ -32,7 +32,6 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from mitmproxy import io as flow_io
 from mitmproxy.http import HTTPFlow
 
 from tests.support.mcp_server import WRITE_LOG_PREFIX
@@ -40,9 +39,8 @@ from tests.support.processes import ServerProcess, start_server
 from tests.support.proxy import Mitmdump, accepts_connections, free_port, start_mitmdump
 from tests.support.raw_http import Control
 from tests.truth.driver import Attempt, call, open_session
-from tests.truth.harness import Plan, ScenarioFailed, expect, write_relabels
+from tests.truth.harness import Plan, ScenarioFailed, expect, read_flows, tools_call, write_relabels
 from tests.truth.labels import Label
-from tests.truth.score import read_labels
 
 NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
 READ_TIMEOUT_S = 1  # nginx's proxy_read_timeout: A's delay must exceed it
@@ -176,15 +174,16 @@ def relabel_copies(behind: Path, access_log: Path, listeners: dict[int, int], ra
     order; a copy under the X-Request-ID of the one before it is the gateway's re-send (origin proxy).
     ``listeners`` maps each server's port to the recorder's port in front of it, which nginx logged."""
     tries = {t.request_id: t for t in map(GatewayTry.parse, access_log.read_text().splitlines())}
-    client_labels = read_labels(behind)
-    copies: dict[str, list[HTTPFlow]] = defaultdict(list)
-    with behind.open("rb") as stream:
-        for flow in flow_io.FlowReader(stream).stream():
-            if isinstance(flow, HTTPFlow) and flow.id in client_labels:
-                copies[client_labels[flow.id].request].append(flow)
+    recorded = read_flows(behind)
+    _check_every_copy_recorded(recorded, tries)
+    client_labels: dict[str, Label] = {}
+    copies: dict[str, list[HTTPFlow]] = defaultdict(list)  # logical request -> its copies, in start order
+    for flow in recorded:
+        if (found := tools_call(flow)) and (label := found[1]):
+            client_labels[flow.id] = label
+            copies[label.request].append(flow)
     relabels: dict[str, Label] = {}
     for request, flows in copies.items():
-        flows.sort(key=lambda f: f.request.timestamp_start)
         for attempt, flow in enumerate(flows, 1):
             request_id = flow.request.headers.get("x-request-id", "")
             gateway = tries.get(request_id)
@@ -200,17 +199,12 @@ def relabel_copies(behind: Path, access_log: Path, listeners: dict[int, int], ra
             elif attempt > 1:  # the client's own re-send, after the gateway gave up
                 label = Label(request, attempt, "retry", origin=label.origin)
             relabels[flow.id] = label
-    _check_every_copy_recorded(behind, tries)
     return relabels
 
 
-def _check_every_copy_recorded(behind: Path, tries: dict[str, GatewayTry]) -> None:
+def _check_every_copy_recorded(recorded: list[HTTPFlow], tries: dict[str, GatewayTry]) -> None:
     """The capture behind the gateway holds as many copies of each request as the gateway logged tries."""
-    seen: dict[str, int] = defaultdict(int)
-    with behind.open("rb") as stream:
-        for flow in flow_io.FlowReader(stream).stream():
-            if isinstance(flow, HTTPFlow):
-                seen[flow.request.headers.get("x-request-id", "")] += 1
+    seen = Counter(flow.request.headers.get("x-request-id", "") for flow in recorded)
     wrong = {rid: (seen[rid], len(t.upstreams)) for rid, t in tries.items() if seen[rid] != len(t.upstreams)}
     if wrong:
         raise ScenarioFailed(f"copies recorded behind the gateway vs tries it logged: {wrong}")

@@ -32,12 +32,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mitmproxy import io as flow_io
-from mitmproxy.http import HTTPFlow
-
 from tests.support.processes import child_env, stop_process
 from tests.support.proxy import accepts_connections, free_port
-from tests.truth.harness import Plan, ScenarioFailed, recording, write_relabels
+from tests.truth.harness import Plan, ScenarioFailed, read_flows, recording, tools_call, write_relabels
 from tests.truth.labels import Label
 
 PEERS = Path(__file__).resolve().parent / "peers"
@@ -110,30 +107,24 @@ def _run_client(url: str, upstream: int, name: str, plan: Plan) -> dict[str, Any
 
 def read_tools_calls(capture: Path) -> list[WireCall]:
     """Every labelled tools/call POST in the capture, in the order it was sent."""
-    calls: list[tuple[float, WireCall]] = []
-    with capture.open("rb") as stream:
-        for flow in flow_io.FlowReader(stream).stream():
-            if not isinstance(flow, HTTPFlow) or flow.request.method != "POST":
-                continue
-            try:
-                body = json.loads(flow.request.get_content(strict=False) or b"null")
-            except ValueError:
-                continue
-            if not isinstance(body, dict) or body.get("method") != "tools/call":
-                continue
-            label = Label.from_params(body.get("params"))
-            if label is None:
-                raise ScenarioFailed(f"flow {flow.id}: a tools/call without a label")
-            wire = WireCall(
+    calls: list[WireCall] = []
+    for flow in read_flows(capture):
+        if (found := tools_call(flow)) is None:
+            continue
+        message, label = found
+        if label is None:
+            raise ScenarioFailed(f"flow {flow.id}: a tools/call without a label")
+        calls.append(
+            WireCall(
                 flow_id=flow.id,
                 label=label,
-                jsonrpc_id=body.get("id"),
+                jsonrpc_id=message.get("id"),
                 session=flow.request.headers.get("mcp-session-id"),
                 authorization=flow.request.headers.get("authorization"),
                 status=flow.response.status_code if flow.response else None,
             )
-            calls.append((flow.request.timestamp_start, wire))
-    return [wire for _, wire in sorted(calls, key=lambda item: item[0])]
+        )
+    return calls
 
 
 def sdk_resends(wire: list[WireCall]) -> dict[str, Label]:

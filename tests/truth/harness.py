@@ -19,6 +19,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from mitmproxy import io as flow_io
+from mitmproxy.http import HTTPFlow
+
 from tests.support.proxy import start_mitmdump
 from tests.truth.labels import Label
 
@@ -78,3 +81,25 @@ def read_relabels(capture: Path) -> dict[str, Label]:
         return {}
     raw: dict[str, dict[str, Any]] = json.loads(path.read_text())
     return {flow_id: Label(**fields) for flow_id, fields in raw.items()}
+
+
+def read_flows(capture: Path) -> list[HTTPFlow]:
+    """Every HTTP flow of a capture, in the order the requests started (a capture holds them as they ended)."""
+    with capture.open("rb") as stream:
+        flows = [flow for flow in flow_io.FlowReader(stream).stream() if isinstance(flow, HTTPFlow)]
+    return sorted(flows, key=lambda flow: flow.request.timestamp_start)
+
+
+def tools_call(flow: HTTPFlow) -> tuple[dict[str, Any], Label | None] | None:
+    """The tools/call a POST carries (the last one of a batch) with the truth label in its _meta, if any."""
+    if flow.request.method != "POST":
+        return None
+    try:
+        body = json.loads(flow.request.get_content(strict=False) or b"null")
+    except ValueError:
+        return None
+    found = None
+    for message in body if isinstance(body, list) else [body]:
+        if isinstance(message, dict) and message.get("method") == "tools/call":
+            found = (message, Label.from_params(message.get("params")))
+    return found

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
 import sys
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
@@ -36,11 +35,9 @@ REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))  # tests.truth, when run as a script
 
-from mitmproxy import io as flow_io  # noqa: E402
-from mitmproxy.http import HTTPFlow  # noqa: E402
 
 from mcp_blackbox.analyzer import analyze  # noqa: E402
-from tests.truth.harness import read_relabels  # noqa: E402
+from tests.truth.harness import read_flows, read_relabels, tools_call  # noqa: E402
 from tests.truth.labels import Label  # noqa: E402
 
 THRESHOLD = 0.95
@@ -95,20 +92,7 @@ class CorpusMismatch(RuntimeError):
 
 def read_labels(path: Path) -> dict[str, Label]:
     """flow id -> the truth label its request body carries (JSON bodies; a batch is searched too)."""
-    labels: dict[str, Label] = {}
-    with path.open("rb") as stream:
-        for flow in flow_io.FlowReader(stream).stream():
-            if not isinstance(flow, HTTPFlow) or flow.request.method != "POST":
-                continue
-            try:
-                body = json.loads(flow.request.get_content(strict=False) or b"null")
-            except ValueError:
-                continue
-            for message in body if isinstance(body, list) else [body]:
-                if isinstance(message, dict) and message.get("method") == "tools/call":
-                    label = Label.from_params(message.get("params"))
-                    if label is not None:
-                        labels[flow.id] = label
+    labels = {flow.id: found[1] for flow in read_flows(path) if (found := tools_call(flow)) and found[1]}
     return labels | read_relabels(path)  # a gateway's or bridge's copies, labelled from its own log
 
 
