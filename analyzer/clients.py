@@ -52,6 +52,10 @@ class ClientIdentity:
     # sessions may be any of a pool's.
     opened: bool = True
 
+    @property
+    def unit_is_session(self) -> bool:
+        return is_session_unit(self.unit)
+
     def record(self) -> dict[str, Any]:
         return {
             "lineage": self.lineage,
@@ -97,6 +101,11 @@ class _Lineage:
     host: str | None
     source: str
     end: float
+
+
+def is_session_unit(unit: str) -> bool:
+    """A session unit (MCP or SSE session) rather than a connection outside sessions."""
+    return not unit.startswith(CONNECTION_PREFIX)
 
 
 def unit_of(call: Call) -> str:
@@ -180,7 +189,7 @@ def _link(units: list[_Unit]) -> None:
         lineage, joined = _lineage_for(unit, lineages)
         if lineage is None:
             lineage = lineages.new(unit)
-            if unit.name.startswith(CONNECTION_PREFIX) and unit.software != (None, None):
+            if not is_session_unit(unit.name) and unit.software != (None, None):
                 lineages.stateless.setdefault((unit.software, unit.host, unit.source), lineage)
         lineages.extend(lineage, unit.end)
         for connection in unit.connections:
@@ -195,7 +204,7 @@ def _link(units: list[_Unit]) -> None:
             client_info=unit.client_info,
             protocol_version=unit.protocol_version,
             joined=joined,
-            opened=not unit.name.startswith(CONNECTION_PREFIX) or unit.calls[0].method in OPENING_METHODS,
+            opened=is_session_unit(unit.name) or unit.calls[0].method in OPENING_METHODS,
         )
         for call in unit.calls:
             call.client = identity
@@ -216,7 +225,7 @@ def _lineage_for(unit: _Unit, lineages: _Lineages) -> tuple[_Lineage | None, str
     if unit.software == (None, None):
         return None, "first seen (no User-Agent or clientInfo to follow it by)"
     kind = (unit.software, unit.host, unit.source)
-    if unit.name.startswith(CONNECTION_PREFIX) and (pooled := lineages.stateless.get(kind)) is not None:
+    if not is_session_unit(unit.name) and (pooled := lineages.stateless.get(kind)) is not None:
         # Outside sessions nothing tells a client's pooled connections from another client's: one lineage
         # per software and address, and links across its connections are never "high" (retries.py).
         return pooled, "stateless: same software and address (one client's connections or several clients')"

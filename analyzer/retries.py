@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import email.utils
 import itertools
-from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,43 +50,53 @@ Origin = tuple[RetryOrigin, Confidence, list[str]]  # who repeated a request, ho
 class _History:
     """What each client unit sent, in order: whether a fresh session re-ran the sequence that led to a
     failed call (an application loop starting over), or only sent the same request again; and whether
-    other units of a lineage sent the same request meanwhile (several clients behind one lineage)."""
+    other units of a lineage sent the same request meanwhile (several clients behind one lineage).
+    Both questions are rare (a link across units), so only references are kept and the answers are worked
+    out when asked: a capture of 100,000 calls must not pay for them."""
 
     def __init__(self) -> None:
-        self._sent: dict[str, list[tuple[str, str]]] = {}  # unit -> (tool, params digest) in order
-        self._before: dict[int, int] = {}  # id(call) -> how many of its unit's tools/call came before it
-        # lineage key -> its latest identical requests (bounded: only look-alikes close in time matter)
-        self._recent: dict[tuple[str, str, str, str], deque[Call]] = {}
+        self._tool_calls: dict[str, list[Call]] = {}  # unit -> its tools/call requests, in order
+        # lineage key -> its latest identical requests (only look-alikes close in time matter); most keys
+        # are sent once, so a lone request is kept as itself, not in a list
+        self._recent: dict[tuple[str, str, str, str], Call | list[Call]] = {}
 
-    def add(self, call: Call) -> None:
-        self._recent.setdefault(_key(call), deque(maxlen=RECENT_LOOKALIKES)).append(call)
-        if call.tool is None or call.client is None or call.request.facts is None:
-            return
-        sent = self._sent.setdefault(call.client.unit, [])
-        self._before[id(call)] = len(sent)
-        sent.append((call.tool, call.request.facts.digest))
+    def add(self, call: Call, key: tuple[str, str, str, str]) -> None:
+        if call.tool is not None and call.client is not None:
+            self._tool_calls.setdefault(call.client.unit, []).append(call)
+        if call.client is None or call.client.unit_is_session:
+            return  # crowds are told apart by session; only a stateless lineage's connections need this
+        earlier = self._recent.get(key)
+        if earlier is None:
+            self._recent[key] = call
+        elif isinstance(earlier, list):
+            earlier.append(call)
+            del earlier[:-RECENT_LOOKALIKES]
+        else:
+            self._recent[key] = [earlier, call]
 
-    def prior(self, call: Call) -> list[tuple[str, str]]:
-        if call.client is None or id(call) not in self._before:
-            return []
-        return self._sent.get(call.client.unit, [])[: self._before[id(call)]]
+    def prior(self, call: Call) -> set[tuple[str, str]]:
+        """(tool, params digest) of the tool calls its unit sent before it."""
+        sent = self._tool_calls.get(call.client.unit, []) if call.client is not None else []
+        before = next((i for i, other in enumerate(sent) if other is call), 0)
+        return {(c.tool or "", c.request.facts.digest if c.request.facts else "") for c in sent[:before]}
 
     def crowded(self, before: Call, call: Call) -> bool:
         """Another unit had the identical request in flight between ``before`` and ``call``: the lineage holds
         several clients doing the same thing, and which of them re-sent cannot be told."""
         start, end = before.request.t, call.request.t
+        recent = self._recent.get(_key(call), [])
         return any(
             other is not call
             and not _same_unit(other, before)
             and other.request.t <= end
             and (other.t_end or other.request.t) >= start
-            for other in self._recent.get(_key(call), ())
+            for other in (recent if isinstance(recent, list) else [recent])
         )
 
     def reruns(self, before: Call, call: Call) -> bool:
         """The new unit first repeated tool calls that the earlier unit made before the failed attempt."""
         replayed = self.prior(call)
-        return bool(replayed) and set(replayed) <= set(self.prior(before))
+        return bool(replayed) and replayed <= self.prior(before)
 
 
 @dataclass
@@ -177,8 +186,8 @@ def find_retries(calls: list[Call], facts: CaptureFacts) -> list[RetryGroup]:
     history = _History()
     for call in requests:
         assert call.request.facts is not None
-        history.add(call)
         key, unit_key = _key(call), _key(call, in_unit=True)
+        history.add(call, key)
         lineage = _lineage(call)
         request_id_key = _request_id_key(call)
         gateway_copy = by_request_id.get(request_id_key) if request_id_key else None
@@ -220,7 +229,16 @@ def find_retries(calls: list[Call], facts: CaptureFacts) -> list[RetryGroup]:
         elif request_id_key:
             by_request_id.pop(request_id_key, None)
         if call.tool:
-            latest_tool[_tool_key(call)] = latest_tool[_tool_key(call, in_unit=True)] = call
+            # What a later call of the tool needs to know: its lineage's last call asked for input (an MRTR
+            # round follows), its unit's last call answered isError (an agent re-calls). Only those are kept.
+            for tool_key, outcome in (
+                (_tool_key(call), Outcome.INPUT_REQUIRED),
+                (_tool_key(call, True), Outcome.TOOL_ERROR),
+            ):
+                if call.outcome == outcome:
+                    latest_tool[tool_key] = call
+                else:
+                    latest_tool.pop(tool_key, None)
         if _is_refused_probe(call):
             latest_probe[lineage] = call
     for group in groups:
