@@ -421,10 +421,11 @@ def _origin(before: Call, call: Call, history: _History) -> Origin | None:
     if _same_unit(before, call):
         # Within one session (or connection) the sender is certain; a new id says it is no gateway's copy.
         return RetryOrigin.APP_RETRY, Confidence.HIGH if not same_id else Confidence.MEDIUM, evidence
-    # A fresh session of the same client. An application loop that starts over re-runs the calls that led
-    # to the failure; a lone identical request may as well be the client's next run or a test suite's next
-    # case, which the capture cannot tell from a retry: it is noted on the call, not linked. (Outside
-    # sessions a new connection is only the pool's: the same client for all the capture can say.)
+    # Another unit of the same client. A connection outside sessions that did not open with a negotiation is
+    # only another of the pool's. A fresh session (or a stateless run's own connection) is a new start: an
+    # application loop that starts over re-runs the calls that led to the failure, while a lone identical
+    # request may as well be the client's next run or a test suite's next case, which the capture cannot
+    # tell from a retry: it is noted on the call, not linked.
     joined = call.client.joined if call.client is not None else "the same client"
     if not _opened_anew(call):
         if history.crowded(before, call):
@@ -433,14 +434,15 @@ def _origin(before: Call, call: Call, history: _History) -> Origin | None:
     if call.method in OPENING_METHODS:
         # The client never got in: opening again is its next attempt, not a next run.
         return RetryOrigin.APP_RETRY, Confidence.MEDIUM, [*evidence, f"opening anew ({joined})"]
+    unit_kind = "session" if call.client is not None and call.client.unit_is_session else "connection"
     if history.reruns(before, call):
-        rerun = f"on a fresh session ({joined}) that first re-ran the calls before the failed one"
+        rerun = f"on a fresh {unit_kind} ({joined}) that first re-ran the calls before the failed one"
         return RetryOrigin.APP_RETRY, Confidence.MEDIUM, [*evidence, rerun]
     call.evidence = (
         *call.evidence,
-        f"not linked as a retry: c{before.number} sent the same request {delay:.2f} s earlier on the same client's "
-        f"previous session and got {before.outcome}; a new session's lone identical request may be a new one "
-        "(the next run, a test's next case)",
+        f"not linked as a retry: c{before.number} sent the same request {delay:.2f} s earlier from the same client's "
+        f"previous {unit_kind} and got {before.outcome}; a lone identical request on a new {unit_kind} may be a new "
+        "one (the next run, a test's next case)",
     )
     return None
 
