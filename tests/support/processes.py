@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from tests.support.proxy import accepts_connections
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 STDERR_TAIL = 4000  # characters of a child's stderr quoted in an error
 
@@ -95,6 +97,17 @@ def wait_for_port_file(path: Path, proc: subprocess.Popen[bytes], stderr: IO[byt
             raise ProcessFailure(f"server exited with {proc.returncode} before listening; stderr:\n{_tail(stderr)}")
         time.sleep(0.02)
     raise ProcessFailure(f"server did not write {path} within {timeout}s; stderr:\n{_tail(stderr)}")
+
+
+def wait_listening(proc: subprocess.Popen[bytes], port: int, log: Path, timeout: float, what: str) -> None:
+    """Wait until ``proc`` accepts connections on 127.0.0.1:port; fail with the end of its log if it exits
+    or takes longer than ``timeout`` (for peers that cannot write a port file)."""
+    deadline = time.monotonic() + timeout
+    while not accepts_connections(port):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            text = log.read_text(errors="replace")[-STDERR_TAIL:] if log.exists() else ""
+            raise ProcessFailure(f"{what} did not start listening on {port} (exit {proc.poll()}); log:\n{text}")
+        time.sleep(0.05)
 
 
 @contextmanager

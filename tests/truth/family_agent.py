@@ -49,8 +49,7 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from tests.support.processes import stop_process
-from tests.support.proxy import accepts_connections
+from tests.support.processes import stop_process, wait_for_port_file, wait_listening
 from tests.truth.driver import Attempt, Outcome
 from tests.truth.harness import Plan, ScenarioFailed, expect, recording
 from tests.truth.labels import Kind, Label
@@ -213,14 +212,9 @@ def fastmcp_server() -> Iterator[int]:
                 [sys.executable, str(SERVER_SCRIPT), "--port-file", str(port_file)], stdout=log, stderr=log
             )
         try:
-            deadline = time.monotonic() + SERVER_START_TIMEOUT_S
-            port = 0
-            while not port or not accepts_connections(port):
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"the FastMCP server did not start; log:\n{log_file.read_text()}")
-                time.sleep(0.05)
-                if not port and port_file.exists() and port_file.read_text().endswith("\n"):
-                    port = int(port_file.read_text())
+            with log_file.open("rb") as log_reader:
+                port = wait_for_port_file(port_file, proc, log_reader, SERVER_START_TIMEOUT_S)
+            wait_listening(proc, port, log_file, SERVER_START_TIMEOUT_S, "the FastMCP server")
             yield port
             if proc.poll() is not None:
                 raise RuntimeError(f"the FastMCP server exited with {proc.returncode}; log:\n{log_file.read_text()}")

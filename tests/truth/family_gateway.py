@@ -23,7 +23,6 @@ from __future__ import annotations
 import shutil
 import subprocess
 import tempfile
-import time
 from collections import Counter, defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -35,8 +34,8 @@ import anyio
 from mitmproxy.http import HTTPFlow
 
 from tests.support.mcp_server import WRITE_LOG_PREFIX
-from tests.support.processes import ServerProcess, start_server
-from tests.support.proxy import Mitmdump, accepts_connections, free_port, start_mitmdump
+from tests.support.processes import ServerProcess, start_server, wait_listening
+from tests.support.proxy import Mitmdump, free_port, start_mitmdump
 from tests.support.raw_http import Control
 from tests.truth.driver import Attempt, call, open_session
 from tests.truth.harness import Plan, ScenarioFailed, expect, read_flows, tools_call, write_relabels
@@ -106,12 +105,7 @@ def nginx(port: int, a: int, b: int, workdir: Path) -> Iterator[Path]:
         [NGINX, "-p", str(workdir), "-c", str(conf)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
     try:
-        deadline = time.monotonic() + 10
-        while not accepts_connections(port):
-            if process.poll() is not None or time.monotonic() > deadline:
-                log = (workdir / "error.log").read_text(errors="replace") if (workdir / "error.log").exists() else ""
-                raise RuntimeError(f"nginx did not start:\n{log}")
-            time.sleep(0.05)
+        wait_listening(process, port, workdir / "error.log", 10, "nginx")
         yield workdir / "access.log"
     finally:
         process.terminate()  # SIGTERM: fast shutdown, the access log is flushed

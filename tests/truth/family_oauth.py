@@ -26,14 +26,13 @@ import json
 import subprocess
 import sys
 import tempfile
-import time
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.support.processes import child_env, stop_process
-from tests.support.proxy import accepts_connections, free_port
+from tests.support.processes import child_env, stop_process, wait_listening
+from tests.support.proxy import free_port
 from tests.truth.harness import Plan, ScenarioFailed, read_flows, recording, tools_call, write_relabels
 from tests.truth.labels import Label
 
@@ -70,7 +69,7 @@ def record_family(name: str, out: Path, plan: Plan) -> list[dict[str, Any]]:
                 env=child_env(),
             )
             try:
-                _wait_listening(server, upstream, stderr_path)
+                wait_listening(server, upstream, stderr_path, SERVER_START_S, "the oauth server")
                 report = _run_client(url, upstream, name, plan)
                 if server.poll() is not None:
                     raise ScenarioFailed(f"oauth server exited: {stderr_path.read_text(errors='replace')[-2000:]}")
@@ -81,14 +80,6 @@ def record_family(name: str, out: Path, plan: Plan) -> list[dict[str, Any]]:
     verify(name, report, wire, relabels, plan)
     write_relabels(out, name, relabels)
     return describe(report, wire, relabels)
-
-
-def _wait_listening(server: subprocess.Popen[bytes], port: int, stderr: Path) -> None:
-    deadline = time.monotonic() + SERVER_START_S
-    while not accepts_connections(port):
-        if server.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError(f"oauth server did not start; stderr:\n{stderr.read_text(errors='replace')[-2000:]}")
-        time.sleep(0.05)
 
 
 def _run_client(url: str, upstream: int, name: str, plan: Plan) -> dict[str, Any]:

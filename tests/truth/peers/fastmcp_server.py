@@ -52,8 +52,10 @@ def main() -> None:
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    if args.port_file:
-        args.port_file.write_text(f"{port}\n")
+    if args.port_file:  # atomically: the parent polls for the file and reads it at once
+        partial = args.port_file.with_suffix(".partial")
+        partial.write_text(f"{port}\n")
+        partial.replace(args.port_file)
     else:
         print(port, flush=True)
     asyncio.run(
