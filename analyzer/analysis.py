@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from mcp_blackbox.addon.jsonrpc import MCP_REQUEST_HEADERS, is_mcp_method
 from mcp_blackbox.analyzer.auth import auth_record, auth_step
+from mcp_blackbox.analyzer.call_ids import assign_call_ids
 from mcp_blackbox.analyzer.call_record import call_record
 from mcp_blackbox.analyzer.classify import CaptureFacts, apply_verdict, protocol_version
 from mcp_blackbox.analyzer.clients import identify_clients
@@ -151,6 +152,7 @@ def analyze(paths: Iterable[str | Path], *, keep_details: bool = False, report: 
     calls.sort(key=lambda c: c.request.t)
     for number, call in enumerate(calls, 1):
         call.number = number
+    assign_call_ids(calls)
     identify_clients(calls, facts.versions)
     retry_groups = find_retries(calls, facts)
     duplicates = find_duplicate_executions(calls, facts, gateway_services(retry_groups))

@@ -41,7 +41,7 @@ def call_record(call: Call, version: str | None) -> dict[str, Any]:
     t_end = call.t_end
     from_streams = [m for m in (*call.responses, *call.notifications) if m.exchange.is_event_stream]
     return {
-        "call_id": f"c{call.number}",
+        "call_id": call.call_id,
         "scope": call.scope,
         "direction": call.direction,
         "method": call.method,

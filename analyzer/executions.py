@@ -66,7 +66,7 @@ class DuplicateExecution:
             "tool": self.tool,
             "arguments_digest": self.arguments_digest,
             "lineage": self.lineage,
-            "calls": [f"c{c.number}" for c in self.calls],
+            "calls": [c.call_id for c in self.calls],
             "executions": [execution(c).value for c in self.calls],
         }
 
@@ -97,7 +97,7 @@ def find_duplicate_executions(
                 how += f" on {before.exchange.server}, a replica behind the same gateway,"
             marked = "it is not marked" if call.tool in facts.tools else "no tools/list of the capture marks it"
             why = (
-                f"{call.tool!r} with the same arguments {how} before in c{before.number} "
+                f"{call.tool!r} with the same arguments {how} before in {before.call_id} "
                 f"({before.outcome}, {call.request.t - before.request.t:.2f} s earlier) by the same client: "
                 f"it executed again, and {marked} readOnlyHint or idempotentHint"
             )

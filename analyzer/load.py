@@ -10,11 +10,13 @@ and the reason, after every flow before that point has been read.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import math
 import os
 import sys
+import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -164,12 +166,21 @@ def _read_har(handle: io.BufferedReader, source: str, report: LoadReport, keep_a
         try:
             flow = request_to_flow(entry)
             state = flow.get_state()
+            state["id"] = _har_flow_id(index, entry)
         except Exception as e:
             report.skip(source, index, None, f"HAR entry {index} not readable: {_har_error(e)}")
             continue
         exchange = exchange_from_state(state, source, index, report, keep_all)
         if exchange is not None:
             yield exchange
+
+
+def _har_flow_id(index: int, entry: dict[str, Any]) -> str:
+    """The converter makes a new random flow id on every load; call ids are named after flow ids
+    (analyzer/call_ids.py) and must not change between loads: a UUID from the entry's place and start."""
+    request = entry.get("request") if isinstance(entry.get("request"), dict) else {}
+    key = f"{index}\0{entry.get('startedDateTime')}\0{request.get('method')}\0{request.get('url')}"
+    return str(uuid.UUID(bytes=hashlib.sha256(key.encode("utf-8", "surrogatepass")).digest()[:16], version=4))
 
 
 def _not_har(document: Any) -> str | None:

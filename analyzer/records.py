@@ -11,6 +11,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl
 
+from mcp_blackbox.analyzer.call_ids import flow_key
 from mcp_blackbox.analyzer.slim import RequestFacts, ResultShape, reference
 from mcp_blackbox.analyzer.vocabulary import Confidence, Flag, Layer, Outcome, RetryOrigin
 
@@ -146,13 +147,20 @@ class Call:
     evidence: list[str] | tuple[str, ...] = field(default_factory=list)
     error_code: int | None = None
     error_message: str | None = None
-    number: int = 0  # position in the analysis, 1-based: the call's id is f"c{number}"
+    number: int = 0  # position in the analysis, 1-based: the order of the export and the page
+    # What follows the flow's digits in the call's id: "" for most calls (analyzer/call_ids.py).
+    id_suffix: str = ""
     retry_group: str | None = None
     attempt: int = 1
     retry_origin: RetryOrigin | None = None
     retry_confidence: Confidence | None = None
     client: ClientIdentity | None = None  # who sent it (analyzer/clients.py), shared by its session's calls
     cancelled_at: float | None = None  # when the client sent notifications/cancelled for it
+
+    @property
+    def call_id(self) -> str:
+        """Stable whichever captures are loaded: named after the flow that carried the request."""
+        return f"c{flow_key(self.request.exchange.flow_id)}{self.id_suffix}"
 
     @property
     def method(self) -> str | None:

@@ -63,7 +63,7 @@ def build_report(
         "lanes": [{"id": lane, "label": _lane_label(lane)} for lane in lanes],
         "clients": _clients(calls, clients, redact),
         "calls": rows,
-        "ticks": {f"c{c.number}": ticks for c in calls if (ticks := _ticks(c, origin))},
+        "ticks": {c.call_id: ticks for c in calls if (ticks := _ticks(c, origin))},
         "groups": [g.record() for g in analysis.retry_groups],
         "details": details,
         "vocabulary": vocabulary_data(),
@@ -89,7 +89,7 @@ def _row(call: Call, origin: float, lanes: dict[str, int], clients: dict[str, in
     lane = lanes.setdefault(_lane_key(call), len(lanes))
     events = sum(1 for m in (*call.responses, *call.notifications) if m.exchange.is_event_stream)
     return [
-        f"c{call.number}", lane, call.method, call.tool, call.request.id, call.outcome, call.layer,
+        call.call_id, lane, call.method, call.tool, call.request.id, call.outcome, call.layer,
         exchange.status, " ".join(call.flags), round((call.request.t - origin) * 1000, 3),
         round(max(0.0, end - call.request.t) * 1000, 3), events, call.retry_group, call.attempt,
         call.retry_origin, call.retry_confidence, paths.index(exchange.source) if exchange.source in paths else 0,
@@ -113,7 +113,7 @@ def _ticks(call: Call, origin: float) -> list[float]:
 def _worth_opening(calls: list[Call]) -> dict[str, Call]:
     """The calls whose bytes the page carries: every failure, flag and retry first, then the rest."""
     ranked = sorted(calls, key=lambda c: (not is_failure(c.outcome) and not c.flags and not c.retry_group, c.number))
-    return {f"c{c.number}": c for c in ranked[:DETAIL_LIMIT]}
+    return {c.call_id: c for c in ranked[:DETAIL_LIMIT]}
 
 
 def _details(paths: list[str], chosen: dict[str, Call], origin: float, redact: bool) -> dict[str, Any]:

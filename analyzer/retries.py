@@ -122,7 +122,7 @@ class RetryGroup:
             "retry_group": self.group_id,
             "origin": self.origin,
             "confidence": self.confidence,
-            "members": [f"c{m.number}" for m in self.members],
+            "members": [m.call_id for m in self.members],
             "attempts": len(self.members),
             "failure_retry": self.is_failure_retry,
             "total_ms": round((last_end - first.request.t) * 1000, 3),
@@ -440,7 +440,7 @@ def _origin(before: Call, call: Call, history: _History) -> Origin | None:
         return RetryOrigin.APP_RETRY, Confidence.MEDIUM, [*evidence, rerun]
     call.evidence = (
         *call.evidence,
-        f"not linked as a retry: c{before.number} sent the same request {delay:.2f} s earlier from the same client's "
+        f"not linked as a retry: {before.call_id} sent the same request {delay:.2f} s earlier from the same client's "
         f"previous {unit_kind} and got {before.outcome}; a lone identical request on a new {unit_kind} may be a new "
         "one (the next run, a test's next case)",
     )

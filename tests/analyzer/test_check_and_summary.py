@@ -25,7 +25,7 @@ ALL_SAMPLES = sorted(SAMPLES.glob("*.flows"))
 RETRY_AFTER_503 = SAMPLES / "py-app-retry-after-503.flows"
 RESUMED = SAMPLES / "ts-2025-resume-after-cut.flows"  # a cut stream resumed: nothing failed
 WIDTH = 80
-CALL_ID = re.compile(r"^(c\d+) ")
+CALL_ID = re.compile(r"^(c[0-9a-f]{12}(?:\.\d+)?(?:~\d+)?) ")
 
 
 def cli(*args: str | Path, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:

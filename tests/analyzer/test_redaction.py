@@ -234,7 +234,7 @@ def test_report_keeps_progress_token_and_max_tokens_and_redacts_secrets(tmp_path
     assert "token_type" in shown and "progress_token=pt-9" in shown
     for secret in (BEARER_VALUE, ACCESS_TOKEN, ERROR_TOKEN):
         assert secret not in shown, secret
-    first = data["details"]["c1"]["exchanges"][0]["request"]
+    first = data["details"][data["calls"][0][0]]["exchanges"][0]["request"]
     assert first["headers"]["authorization"] == f"Bearer {marker('Bearer ' + BEARER_VALUE)}"
     assert json.loads(first["body"])["params"]["_meta"] == {"progressToken": "progress-7f3a"}
 

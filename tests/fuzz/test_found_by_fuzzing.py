@@ -283,4 +283,4 @@ def test_a_query_parameter_with_a_blank_value_is_shown(tmp_path: Path) -> None:
     flow = exchange(tool_call(1), body=result(1, text_result()))
     flow.request.path = "/mcp?debug=&page=1"
     data = build_report([write(tmp_path, flow)], redact=False)
-    assert data["details"]["c1"]["exchanges"][0]["request"]["line"].endswith("/mcp?debug=&page=1")
+    assert data["details"][data["calls"][0][0]]["exchanges"][0]["request"]["line"].endswith("/mcp?debug=&page=1")

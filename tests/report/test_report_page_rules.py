@@ -94,7 +94,7 @@ def test_details_name_the_client_and_search_finds_it(tmp_path: Path) -> None:
     seen = inspect_report(
         report,
         [
-            {"do": "click", "selector": '#table-rows .row[data-call-id="c1"]'},
+            {"do": "click", "selector": f'#table-rows .row[data-call-id="{data["calls"][0][0]}"]'},
             {"do": "eval", "expression": "document.querySelector('#details table.client').textContent"},
             {"do": "fill", "selector": "#search", "value": "sess-4711"},
             {"do": "eval", "expression": "document.getElementById('count').textContent"},

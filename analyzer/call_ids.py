@@ -1,0 +1,49 @@
+"""Stable call ids: a call is named after the flow that carried its request.
+
+A link to ``c3f9a2b7c1d04`` must open the same call whichever captures are loaded
+beside it, so the id depends on nothing but that flow: the first 12 hex digits of
+its id (mitmproxy's flow ids are random UUIDs), and ``.2``, ``.3``... for the
+second and later calls one flow carried (a batch, server requests on a stream).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections import Counter
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from mcp_blackbox.analyzer.records import Call
+
+DIGITS = 12  # 48 bits: two of a million random flows share a prefix with a chance of about 1 in 500
+HEX_ID = re.compile(r"[0-9a-fA-F-]+")
+
+
+def flow_key(flow_id: str) -> str:
+    """The flow's id as DIGITS hex digits: its own digits when it is hex (a UUID), else a hash of it."""
+    if HEX_ID.fullmatch(flow_id):
+        digits = flow_id.replace("-", "").lower()
+        if len(digits) >= DIGITS:
+            return digits[:DIGITS]
+    return hashlib.sha256(flow_id.encode("utf-8", "surrogatepass")).hexdigest()[:DIGITS]
+
+
+def assign_call_ids(calls: Iterable[Call]) -> None:
+    """Give the second and later calls of a flow their suffix, in analysis order (a flow's calls
+    keep their order on the wire).
+
+    Two flows whose ids share DIGITS digits, or a capture loaded twice, would give two calls one id:
+    the later ones get a further ``~2``, ``~3``, so ids stay unique within one analysis.
+    """
+    per_flow: Counter[str] = Counter()
+    taken: Counter[str] = Counter()
+    for call in calls:
+        flow_id = call.request.exchange.flow_id
+        per_flow[flow_id] += 1
+        nth = per_flow[flow_id]
+        suffix = f".{nth}" if nth > 1 else ""
+        taken[f"{flow_key(flow_id)}{suffix}"] += 1
+        again = taken[f"{flow_key(flow_id)}{suffix}"]
+        call.id_suffix = suffix + (f"~{again}" if again > 1 else "")
