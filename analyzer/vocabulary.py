@@ -225,6 +225,33 @@ _SAFETY_DESCRIPTIONS: dict[Safety, str] = {
 }
 
 
+class Ending(StrEnum):
+    """How a call that got no answer ended (analyzer/anatomy.py): the question of every "Request timed out"."""
+
+    CLIENT_CANCEL = "client-cancel"
+    CLIENT_CLOSE = "client-close"
+    SERVER_CUT = "server-cut"
+    PROXY = "proxy"
+    HTTP_STATUS = "http-status"
+    NEVER_ANSWERED = "never-answered"
+    CAPTURE_END = "capture-end"
+
+    @property
+    def description(self) -> str:
+        return _ENDING_DESCRIPTIONS[self]
+
+
+_ENDING_DESCRIPTIONS: dict[Ending, str] = {
+    Ending.CLIENT_CANCEL: "The client sent notifications/cancelled: it gave up waiting.",
+    Ending.CLIENT_CLOSE: "The client closed the connection or the stream before the answer.",
+    Ending.SERVER_CUT: "The server closed the stream or the connection without the answer.",
+    Ending.PROXY: "The proxy ended it: it could not reach the server, or was stopped.",
+    Ending.HTTP_STATUS: "An HTTP error status came instead of a JSON-RPC answer (from the server or a gateway).",
+    Ending.NEVER_ANSWERED: "The server took the request (a 202 or a body without the answer); no answer followed.",
+    Ending.CAPTURE_END: "Nothing ended it before the capture did: still waiting when recording stopped.",
+}
+
+
 def vocabulary_data() -> dict[str, Any]:
     """Everything a page or a script needs to name, colour and explain what the analyzer says."""
     return {
@@ -245,4 +272,5 @@ def vocabulary_data() -> dict[str, Any]:
         ],
         "confidences": [c.value for c in Confidence],
         "safety": [{"name": s.value, "unsafe": s.is_unsafe, "description": s.description} for s in Safety],
+        "endings": [{"name": e.value, "description": e.description} for e in Ending],
     }
