@@ -76,21 +76,19 @@ def describe(anatomy: dict[str, Any]) -> str:
     """The anatomy as one sentence, for the report's details and the Markdown summary."""
     parts = []
     reached = anatomy["reached_server_ms"]
-    parts.append(
-        "no response headers came back" if reached is None else f"response headers after {_seconds(reached)}"
-    )
+    parts.append("no response headers came back" if reached is None else f"response headers after {_seconds(reached)}")
     sent = anatomy["server_sent"]
     if sent["progress"] or sent["other_notifications"]:
-        what = [f"{n} {name}" for n, name in ((sent["progress"], "progress"), (sent["other_notifications"], "other"))
-                if n]  # fmt: skip
-        parts.append(f"then the server sent {' and '.join(what)} notification(s), the last at {_seconds(sent['last_ms'])}")
+        counted = ((sent["progress"], "progress"), (sent["other_notifications"], "other"))
+        what = " and ".join(f"{n} {name}" for n, name in counted if n)
+        parts.append(f"then the server sent {what} notification(s), the last at {_seconds(sent['last_ms'])}")
     else:
         parts.append("the server sent nothing before the end")
     ended = Ending(anatomy["ended_by"])
     detail = f" ({anatomy['detail']})" if anatomy["detail"] else ""
     waited = anatomy["waited_ms"]
     if ended is Ending.CAPTURE_END:
-        parts.append(f"no end: the client was still waiting {_seconds(waited)} after the request when the capture ended")
+        parts.append(f"no end: still waiting {_seconds(waited)} after the request when the capture ended")
     else:
         parts.append(f"ended by {ended.value}{detail}; the client waited {_seconds(waited)}")
     return "; ".join(parts)
