@@ -16,7 +16,7 @@ from mcp_blackbox.analyzer.call_record import call_record
 from mcp_blackbox.analyzer.classify import CaptureFacts, apply_verdict, protocol_version
 from mcp_blackbox.analyzer.clients import identify_clients
 from mcp_blackbox.analyzer.executions import DuplicateExecution, find_duplicate_executions
-from mcp_blackbox.analyzer.extract import Extracted, extract_messages
+from mcp_blackbox.analyzer.extract import Extracted, error_text, extract_messages
 from mcp_blackbox.analyzer.load import LoadReport, read_exchanges
 from mcp_blackbox.analyzer.pair import legacy_session_of_endpoint, pair_messages, scope_of
 from mcp_blackbox.analyzer.records import Call, Exchange, Message
@@ -130,6 +130,7 @@ def analyze(paths: Iterable[str | Path], *, keep_details: bool = False, report: 
         if exchange.is_event_stream and (exchange.stream or {}).get("event_times") is None:
             sse_without_times += 1
         exchange.scope = scope_of(exchange, legacy_streams)
+        exchange.error_text = error_text(exchange)
         timeline.extend(extracted.messages)
         if not keep_details:
             exchange.request_body = exchange.response_body = None

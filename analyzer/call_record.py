@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from mcp_blackbox.analyzer.anatomy import ending
 from mcp_blackbox.analyzer.records import Call
+from mcp_blackbox.analyzer.wallclock import iso_utc
 
 COLUMNS = [
     "call_id",
@@ -18,10 +20,14 @@ COLUMNS = [
     "http_status",
     "error_code",
     "error_message",
+    "result_excerpt",
     "flags",
     "t_start",
     "t_end",
+    "started_at",
+    "ended_at",
     "duration_ms",
+    "ending",
     "sse_events",
     "exchanges",
     "retry_group",
@@ -29,6 +35,7 @@ COLUMNS = [
     "retry_origin",
     "retry_confidence",
     "client",
+    "session_id",
     "arguments_digest",
     "protocol_version",
     "evidence",
@@ -52,10 +59,14 @@ def call_record(call: Call, version: str | None) -> dict[str, Any]:
         "http_status": exchange.status,
         "error_code": call.error_code,
         "error_message": call.error_message,
+        "result_excerpt": _result_excerpt(call),
         "flags": list(call.flags),
         "t_start": call.request.t,
         "t_end": t_end,
+        "started_at": iso_utc(call.request.t),
+        "ended_at": iso_utc(t_end),
         "duration_ms": round((t_end - call.request.t) * 1000, 3) if t_end is not None else None,
+        "ending": ending(call),
         "sse_events": len(from_streams),
         "exchanges": [e.flow_id for e in call.exchanges],
         "retry_group": call.retry_group,
@@ -63,9 +74,16 @@ def call_record(call: Call, version: str | None) -> dict[str, Any]:
         "retry_origin": call.retry_origin,
         "retry_confidence": call.retry_confidence,
         "client": call.client.record() if call.client is not None else None,
+        "session_id": exchange.session_id or exchange.legacy_session,
         # Of the params without _meta (for tools/call: the tool's name and arguments); equal digests, equal calls.
         "arguments_digest": call.request.facts.digest if call.request.facts is not None else None,
         "protocol_version": version,
         "evidence": list(call.evidence),
         "source": exchange.source,
     }
+
+
+def _result_excerpt(call: Call) -> str | None:
+    """The start of the result's first text block (at most analyzer.slim.TEXT_LIMIT characters)."""
+    shape = call.responses[0].shape if call.responses else None
+    return shape.first_text if shape is not None else None

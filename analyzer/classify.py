@@ -149,7 +149,9 @@ def _classify_notification(exchange: Exchange, evidence: list[str]) -> Verdict:
     if 200 <= exchange.status < 300:
         evidence.append("notification accepted")
         return Verdict(Outcome.ACCEPTED, evidence)
-    return Verdict(Outcome.HTTP_ERROR, evidence)
+    if exchange.error_text:
+        evidence.append(f"body: {exchange.error_text!r}")
+    return Verdict(Outcome.HTTP_ERROR, evidence, error_message=exchange.error_text)
 
 
 def _classify_http_error(call: Call, status: int, facts: CaptureFacts, evidence: list[str]) -> Verdict:
@@ -168,9 +170,11 @@ def _classify_http_error(call: Call, status: int, facts: CaptureFacts, evidence:
     if any(m.kind == "result" for m in on_exchange):
         evidence.append(f"body holds a JSON-RPC result, but HTTP {status} failed the exchange")
         flags.append(Flag.HTTP_STATUS_MISMATCH)
+    elif call.exchange.error_text:
+        evidence.append(f"body is not a JSON-RPC error: {call.exchange.error_text!r}")
     else:
         evidence.append("body is not a JSON-RPC error")
-    return Verdict(Outcome.HTTP_ERROR, evidence, flags)
+    return Verdict(Outcome.HTTP_ERROR, evidence, flags, error_message=call.exchange.error_text)
 
 
 def _final_answer(call: Call, evidence: list[str]) -> Message | None:

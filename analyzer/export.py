@@ -70,8 +70,9 @@ def iter_records(analysis: Analysis, *, redact: bool = True) -> Iterator[dict[st
         record = call_record(call, protocol_version(call, analysis.facts))
         if redact:
             record["evidence"] = [redact_text(line) for line in record["evidence"]]
-            if record["error_message"]:
-                record["error_message"] = redact_text(record["error_message"])
+            for key in ("error_message", "result_excerpt"):
+                if record[key]:
+                    record[key] = redact_text(record[key])
             if record["client"]:
                 record["client"] = redact_strings(record["client"])
         yield record
@@ -108,7 +109,7 @@ def write_csv(analysis: Analysis, out: IO[str], *, redact: bool = True) -> None:
     writer = csv.DictWriter(out, fieldnames=COLUMNS)
     writer.writeheader()
     for record in iter_records(analysis, redact=redact):
-        for key in ("flags", "exchanges", "evidence", "client"):
+        for key in ("flags", "exchanges", "evidence", "client", "ending"):
             record[key] = json.dumps(record[key])
         writer.writerow({key: _encodable(value) for key, value in record.items()})
 

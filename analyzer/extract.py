@@ -181,6 +181,21 @@ def extract_messages(exchange: Exchange, *, whole: bool = False) -> Extracted:
     return out
 
 
+ERROR_TEXT_LIMIT = 300  # characters of an HTTP error's body kept for the verdict and the export
+
+
+def error_text(exchange: Exchange) -> str | None:
+    """What an HTTP error's body said ("upstream overloaded"), whitespace folded and cut: the only
+    part of a body the analysis keeps once the messages are read."""
+    if exchange.status is None or exchange.status < 400:
+        return None
+    text, problem = decode_body(exchange.response_body, exchange.response_headers)
+    folded = " ".join((text or "").split())
+    if not folded:
+        return problem
+    return folded if len(folded) <= ERROR_TEXT_LIMIT else folded[: ERROR_TEXT_LIMIT - 1] + "…"
+
+
 def _looks_like_json(exchange: Exchange, text: str) -> bool:
     """A JSON content type, or a body that starts like JSON (servers mislabel error bodies)."""
     return "json" in exchange.content_type or text.lstrip()[:1] in ("{", "[")

@@ -51,6 +51,7 @@ class Exchange:
     scope: str = ""  # the pairing scope of its messages (see analyzer.pair.scope_of)
     sse_retry: int | None = None  # the last `retry:` (ms) its event stream carried
     client_addr: str | None = None  # "address:port" the client connected from
+    error_text: str | None = None  # an HTTP error's body, whitespace folded, cut (analyzer.extract.error_text)
 
     @property
     def server(self) -> str:
