@@ -169,7 +169,12 @@ def run_summary(args: argparse.Namespace) -> int:
     analysis = load_or_explain(args.captures)
     if analysis is None:
         return 2
-    print(summary_text(analysis))
+    if args.format == "markdown":
+        from mcp_blackbox.analyzer.summary_markdown import summary_markdown
+
+        sys.stdout.write(summary_markdown(analysis, args.captures, redact=not args.no_redact))
+    else:
+        print(summary_text(analysis))
     return 0
 
 
@@ -245,8 +250,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     report.set_defaults(run=run_report)
 
-    summary = commands.add_parser("summary", help="counts by outcome, layer, method and tool, and the failing calls")
+    summary = commands.add_parser(
+        "summary",
+        help="counts by outcome, layer, method and tool, and the failing calls; or Markdown for an incident document",
+    )
     summary.add_argument("captures", nargs="+", metavar="CAPTURE")
+    summary.add_argument(
+        "--format",
+        choices=["text", "markdown"],
+        default="text",
+        help="text (80 columns, default) or markdown: what was captured, what failed by layer, retries and who "
+        "made them, writes run twice, unsafe replays, top errors, calls without an answer, what the capture "
+        "could not show; calls named by their stable ids",
+    )
+    summary.add_argument("--no-redact", action="store_true", help="keep secrets in quoted errors (markdown)")
     summary.set_defaults(run=run_summary)
 
     *successes, last = sorted(NOT_FAILURES)

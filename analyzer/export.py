@@ -73,6 +73,8 @@ def iter_records(analysis: Analysis, *, redact: bool = True) -> Iterator[dict[st
             for key in ("error_message", "result_excerpt"):
                 if record[key]:
                     record[key] = redact_text(record[key])
+            if record["ending"] and record["ending"]["detail"]:
+                record["ending"]["detail"] = redact_text(record["ending"]["detail"])
             if record["client"]:
                 record["client"] = redact_strings(record["client"])
         yield record

@@ -1,0 +1,113 @@
+"""``summary --format markdown``: rendered by a CommonMark parser (with GFM tables, as GitHub renders it)."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from markdown_it import MarkdownIt
+
+from mcp_blackbox.analyzer.analysis import analyze
+from mcp_blackbox.analyzer.summary_markdown import summary_markdown
+from tests.analyzer.flows import exchange, result, text_result, tool_call, write
+
+REPO = Path(__file__).resolve().parents[2]
+SAMPLES = sorted(str(p.relative_to(REPO)) for p in (REPO / "sample_captures").glob("*.flows"))
+RETRY_AFTER_503 = "sample_captures/py-app-retry-after-503.flows"
+SECTIONS = [
+    "What was captured",
+    "What failed",
+    "Retries and who made them",
+    "Writes executed more than once",
+    "Unsafe replays",
+    "Top errors",
+    "Calls that got no answer",
+    "What the capture could not show",
+]
+CALL_REF = re.compile(r"<code>(c[0-9a-f]{12}(?:\.\d+)?(?:~\d+)?)</code>")
+
+
+def render(markdown: str) -> str:
+    return MarkdownIt("commonmark").enable("table").render(markdown)
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "mcp_blackbox.analyzer.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
+    )
+
+
+def export(*paths: str) -> dict[str, Any]:
+    done = cli("export", *paths)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_every_section_renders_in_order_and_names_only_real_calls() -> None:
+    done = cli("summary", "--format", "markdown", *SAMPLES)
+    assert done.returncode == 0, done.stderr
+    html = render(done.stdout)
+    assert re.findall(r"<h2>(.*?)</h2>", html) == SECTIONS
+    assert html.count("<table>") == 3  # failed by layer, retries by origin, top errors
+    calls = {c["call_id"]: c for c in export(*SAMPLES)["calls"]}
+    referenced = set(CALL_REF.findall(html))
+    assert referenced and referenced <= set(calls)
+    failing = sorted((c for c in calls.values() if c["outcome"] not in ("SUCCESS", "TOOL_SUCCESS", "ACCEPTED",
+                      "INPUT_REQUIRED")), key=lambda c: c["t_start"])  # fmt: skip
+    first = failing[0]
+    assert f"The first: <code>{first['call_id']}</code>" in html
+    assert first["started_at"] in html
+
+
+def test_the_503_story_names_the_write_that_ran_twice_and_its_unsafe_replay() -> None:
+    markdown = cli("summary", "--format", "markdown", RETRY_AFTER_503).stdout
+    calls = export(RETRY_AFTER_503)["calls"]
+    (failed,) = [c for c in calls if c["outcome"] == "HTTP_ERROR"]
+    (again,) = [c for c in calls if "DUPLICATE_EXECUTION" in c["flags"]]
+    sections = dict(re.findall(r"^## (.+?)\n(.*?)(?=^## |\Z)", markdown, re.MULTILINE | re.DOTALL))
+    ran_twice = sections["Writes executed more than once"]
+    assert f"`{failed['call_id']}` (may have run), `{again['call_id']}` (ran)" in ran_twice
+    assert f"`{failed['call_id']}` → `{again['call_id']}`" in sections["Unsafe replays"]
+    assert "HTTP 503: injected 503" in sections["Top errors"]  # the 503's body, not just its status
+    assert f"`{failed['call_id']}`" in sections["Calls that got no answer"]
+    assert "ended by http-status (HTTP 503)" in sections["Calls that got no answer"].replace("\\", "")
+    assert "app-retry" in sections["Retries and who made them"]
+
+
+def test_ids_are_the_same_whichever_captures_are_loaded(tmp_path: Path) -> None:
+    alone = set(CALL_REF.findall(render(cli("summary", "--format", "markdown", RETRY_AFTER_503).stdout)))
+    together = set(CALL_REF.findall(render(cli("summary", "--format", "markdown", *SAMPLES).stdout)))
+    assert alone and alone <= together
+
+
+def test_hostile_captured_text_renders_as_text(tmp_path: Path) -> None:
+    hostile = "![x](http://evil.example/p.png) <img src=x onerror=alert(1)> a|b www.evil.example &amp; *em* `c`"
+    flows = [
+        exchange(tool_call(1, "tool|name<b>"), body=result(1, text_result(hostile, isError=True))),
+        exchange(tool_call(2, "echo"), status=503, body=hostile.encode(), content_type="text/html"),
+    ]
+    analysis = analyze([str(write(tmp_path, *flows))])
+    html = render(summary_markdown(analysis, ["capture.flows"]))
+    for markup in ("<img", "<a ", "<em>", "<b>"):
+        assert markup not in html, markup
+    (top,) = [t for t in html.split("<table>") if ">count</th>" in t]
+    rows = re.findall(r"<tr>(.*?)</tr>", top, re.DOTALL)
+    assert all(row.count("<td") in (0, 4) for row in rows), rows  # a "|" in the text opened no cell
+    assert "![x](http://evil.example/p.png)" in html.replace("&lt;", "<").replace("&gt;", ">")
+    assert "tool|name&lt;b&gt;" in html
+
+
+def test_secrets_in_quoted_errors_are_redacted(tmp_path: Path) -> None:
+    secret = "sk-live-4242424242424242"
+    body = f"Authorization failed for Bearer {secret}".encode()
+    analysis = analyze([str(write(tmp_path, exchange(tool_call(1, "echo"), status=401, body=body)))])
+    assert secret not in summary_markdown(analysis, ["capture.flows"])
+    assert secret in summary_markdown(analysis, ["capture.flows"], redact=False)
