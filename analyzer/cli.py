@@ -195,6 +195,22 @@ def run_check(args: argparse.Namespace) -> int:
     return 1 if matched else 0
 
 
+def run_diff(args: argparse.Namespace) -> int:
+    from mcp_blackbox.analyzer.diff import Side, diff
+    from mcp_blackbox.analyzer.diff_format import diff_json, diff_markdown, diff_text
+
+    sides = []
+    for path in (args.before, args.after):
+        analysis = load_or_explain([path])
+        if analysis is None:
+            return 2
+        sides.append(Side.of(analysis, redact=not args.no_redact))
+    result = diff(*sides, latency_ratio=args.latency_ratio)
+    render = {"text": diff_text, "markdown": diff_markdown, "json": diff_json}[args.format]
+    sys.stdout.write(render(result, args.before, args.after))
+    return 1 if args.fail_on_regression and result["regressions"] else 0
+
+
 def fail_on_names(text: str) -> list[str]:
     try:
         return parse_fail_on(text)
@@ -265,6 +281,33 @@ def build_parser() -> argparse.ArgumentParser:
     )
     summary.add_argument("--no-redact", action="store_true", help="keep secrets in quoted errors (markdown)")
     summary.set_defaults(run=run_summary)
+
+    compare = commands.add_parser(
+        "diff",
+        help="what changed between two captures (before and after a fix): verdicts, failures, retries, latency",
+        description="Match the calls of two captures by server (host and path), method, tool, arguments digest "
+        "and order, and report the verdicts that changed, new and fixed failures, retry chains, writes executed "
+        "more than once and unsafe replays that appeared or went away, and p50/p95 latency per tool.",
+    )
+    compare.add_argument("before", metavar="BEFORE", help="capture before the change")
+    compare.add_argument("after", metavar="AFTER", help="capture after the change")
+    compare.add_argument("--format", choices=["text", "markdown", "json"], default="text")
+    compare.add_argument(
+        "--fail-on-regression",
+        action="store_true",
+        help="exit 1 when something got worse: a new failure, retry chain, write run twice or unsafe replay, "
+        "or a tool slower than --latency-ratio",
+    )
+    compare.add_argument(
+        "--latency-ratio",
+        type=float,
+        default=2.0,
+        metavar="R",
+        help="a tool with 5 or more calls on each side whose p95 grew more than R times is worse (default 2; 0: "
+        "latency never counts)",
+    )
+    compare.add_argument("--no-redact", action="store_true", help="keep secrets in quoted errors")
+    compare.set_defaults(run=run_diff)
 
     *successes, last = sorted(NOT_FAILURES)
     check = commands.add_parser(

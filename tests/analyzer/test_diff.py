@@ -1,0 +1,77 @@
+"""How ``diff`` matches calls and what it calls worse, on small captures built with mitmproxy's classes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from mitmproxy.http import HTTPFlow
+
+from mcp_blackbox.analyzer.analysis import analyze
+from mcp_blackbox.analyzer.diff import Side, diff, percentile
+from tests.analyzer.flows import error, exchange, result, rpc, text_result, write
+
+
+def call(
+    rpc_id: int, tool: str, *, ok: bool = True, duration: float = 0.05, port: int = 8000, **arguments: Any
+) -> HTTPFlow:
+    body = result(rpc_id, text_result("fine")) if ok else error(rpc_id, -32603, "internal")
+    request = rpc(rpc_id, "tools/call", {"name": tool, "arguments": arguments})
+    return exchange(request, body=body, duration=duration, server=f"http://127.0.0.1:{port}")
+
+
+def side(tmp_path: Path, name: str, *flows: Any) -> Side:
+    return Side.of(analyze([str(write(tmp_path, *flows, name=name))]))
+
+
+def test_calls_with_other_arguments_are_not_matched(tmp_path: Path) -> None:
+    before = side(tmp_path, "b.flows", call(1, "echo", ok=False, text="a"))
+    # A look-alike: same tool, other arguments, succeeding. It must not pass for the fix of the failing call.
+    after = side(tmp_path, "a.flows", call(1, "echo", text="b"), call(2, "echo", ok=False, text="a"))
+    out = diff(before, after)
+    assert out["fixed"] == [] and out["new_failures"] == []
+    assert out["calls"]["matched"] == 1 and out["only_after"] == 1
+    assert out["regressions"] == []
+
+
+def test_order_pairs_repeated_calls_and_a_new_port_is_the_same_server(tmp_path: Path) -> None:
+    before = side(tmp_path, "b.flows", call(1, "echo", text="x"), call(2, "echo", ok=False, text="x"))
+    after = side(tmp_path, "a.flows", call(1, "echo", port=9001, text="x"), call(2, "echo", port=9001, text="x"))
+    out = diff(before, after)
+    assert out["calls"]["matched"] == 2
+    (fixed,) = out["fixed"]
+    assert (fixed["before"]["outcome"], fixed["after"]["outcome"]) == ("JSONRPC_ERROR", "TOOL_SUCCESS")
+    assert fixed["before"]["call_id"] == before.calls[1]["call_id"]
+
+
+def test_another_host_is_another_server(tmp_path: Path) -> None:
+    before = side(tmp_path, "b.flows", call(1, "echo", text="x"))
+    moved = exchange(rpc(1, "tools/call", {"name": "echo", "arguments": {"text": "x"}}),
+                     body=error(1, -32603, "internal"), server="http://10.0.0.7:8000")  # fmt: skip
+    out = diff(before, side(tmp_path, "a.flows", moved))
+    assert out["calls"]["matched"] == 0
+    assert [f["after"]["outcome"] for f in out["new_failures"]] == ["JSONRPC_ERROR"]
+    assert out["regressions"] == [
+        f"new failure: {out['new_failures'][0]['after']['call_id']} tools/call echo JSONRPC_ERROR"
+    ]
+
+
+def test_a_tool_is_slower_only_with_enough_calls_on_both_sides(tmp_path: Path) -> None:
+    fast = [call(n, "search", duration=0.05, q=n) for n in range(5)]
+    slow = [call(n, "search", duration=0.5, q=n) for n in range(5)]
+    out = diff(side(tmp_path, "b.flows", *fast), side(tmp_path, "a.flows", *slow))
+    (row,) = out["latency"]
+    assert row["slower"] and row["after"]["p95"] > 2 * row["before"]["p95"]
+    assert any(line.startswith("slower: search") for line in out["regressions"])
+    few = diff(side(tmp_path, "b4.flows", *fast[:4]), side(tmp_path, "a4.flows", *slow[:4]))
+    assert not few["latency"][0]["slower"] and few["regressions"] == []
+    assert (
+        diff(side(tmp_path, "b.flows", *fast), side(tmp_path, "a.flows", *slow), latency_ratio=0)["regressions"] == []
+    )
+
+
+def test_percentile_is_a_measured_value() -> None:
+    assert percentile([], 50) is None
+    assert percentile([3.0, 1.0, 2.0], 50) == 2.0
+    assert percentile([float(n) for n in range(1, 101)], 95) == 95.0
+    assert percentile([1.0, 100.0], 95) == 100.0
