@@ -15,13 +15,7 @@ from pathlib import Path
 
 from mcp_blackbox.analyzer import progress
 from mcp_blackbox.analyzer.analysis import Analysis, analyze
-from mcp_blackbox.analyzer.check import (
-    DEFAULT_FAIL_ON,
-    call_line,
-    matching_calls,
-    parse_fail_on,
-    short_sources,
-)
+from mcp_blackbox.analyzer.check import DEFAULT_FAIL_ON, Allowance, parse_allow, parse_fail_on
 from mcp_blackbox.analyzer.export import write_csv, write_json
 from mcp_blackbox.analyzer.load import LoadReport
 from mcp_blackbox.analyzer.summary_text import summary_text
@@ -179,20 +173,35 @@ def run_summary(args: argparse.Namespace) -> int:
 
 
 def run_check(args: argparse.Namespace) -> int:
+    from mcp_blackbox.analyzer.check import judge
+    from mcp_blackbox.analyzer.check_formats import render, step_summary, text
+
     analysis = load_or_explain(args.captures)
     if analysis is None:
-        return 2
-    matched = matching_calls(analysis.calls, args.fail_on or DEFAULT_FAIL_ON)
-    names = short_sources(call["source"] for call in analysis.calls)
-    for call in matched:
-        print(call_line(call, names[call["source"]]))
-    captures = len(args.captures)
-    counts = f"{analysis.flows_read} flows, {captures} capture{'s' if captures != 1 else ''}"
-    if analysis.read_problems:
-        counts += f", {len(analysis.read_problems)} not fully read"
-    verdict = f"FAIL: {len(matched)}" if matched else "OK: none"
-    print(f"{verdict} of {len(analysis.calls)} calls match ({counts})")
-    return 1 if matched else 0
+        # Nothing could be read (exit 2 whatever the options): read again, which costs nothing here, so that
+        # the report CI keeps (JUnit, JSON) says so instead of being missing.
+        analysis = analyze(args.captures)
+    gate = judge(
+        analysis,
+        args.captures,
+        args.fail_on or DEFAULT_FAIL_ON,
+        args.allow or (),
+        min_calls=args.min_calls,
+        allow_partial=args.allow_partial,
+        auth_handshakes_fail=args.strict_auth,
+    )
+    output = render(gate, args.format)
+    if args.output in (None, "-"):
+        sys.stdout.write(output)
+    else:
+        # The file for CI to keep (a JUnit report, say); the plain text still goes to the log.
+        with open(args.output, "w", encoding="utf-8", errors="backslashreplace") as out:
+            out.write(output)
+        sys.stdout.write(text(gate))
+    if args.format == "github" and os.environ.get("GITHUB_STEP_SUMMARY"):
+        with open(os.environ["GITHUB_STEP_SUMMARY"], "a", encoding="utf-8", errors="backslashreplace") as out:
+            out.write(step_summary(gate))
+    return gate.exit_code
 
 
 def run_diff(args: argparse.Namespace) -> int:
@@ -216,6 +225,23 @@ def fail_on_names(text: str) -> list[str]:
         return parse_fail_on(text)
     except ValueError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def allowances(text: str) -> list[Allowance]:
+    try:
+        return parse_allow(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def at_least_zero(text: str) -> int:
+    try:
+        number = int(text)
+    except ValueError:
+        number = -1
+    if number < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a count (0 or more)")
+    return number
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -313,10 +339,13 @@ def build_parser() -> argparse.ArgumentParser:
     check = commands.add_parser(
         "check",
         help="CI gate: exit 1 and list the calls with the outcomes, flags or layers named",
-        description="Exit 1 and list the matching calls (call id, method, tool, JSON-RPC id, outcome, flags, "
-        "capture) when any call has a named outcome or flag, or failed in a named layer; exit 0 with one OK "
-        "line when none does; exit 2 on a usage error or when no capture could be read. Plain text in 80 "
-        "columns, no color.",
+        description="Exit 1 and list the failing calls, one line each (call id, method, tool, JSON-RPC id, "
+        "outcome, flags, capture, then the reason: the last evidence line, redacted) when any call has a named "
+        "outcome or flag, or failed in a named layer, and no --allow excuses it; also exit 1 when fewer calls "
+        "than --min-calls were analyzed (no evidence is not success). Exit 2 on a usage error, or when a capture "
+        "could not be read completely (an empty or truncated file) unless --allow-partial. Exit 0 with one OK "
+        "line otherwise. A 401 that an auth-retry chain answered and that ended in success (the normal start "
+        "of MCP OAuth) is allowed by default and listed as answered by authorization. No color.",
     )
     check.add_argument("captures", nargs="+", metavar="CAPTURE", help="flow files (addon, plain mitmdump or HAR)")
     check.add_argument(
@@ -326,8 +355,50 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME,...",
         help="outcomes (HTTP_ERROR, JSONRPC_ERROR, ...), flags (UNSAFE_RETRY, HTTP_STATUS_MISMATCH, ...) or "
         "layers (transport, protocol, interaction, application), comma separated, any case, and the option "
-        "may be repeated; a layer matches its calls that did not succeed. Default: UNSAFE_RETRY and every "
-        f"outcome but {', '.join(successes)} and {last}",
+        "may be repeated; a layer matches its calls that did not succeed. Default: UNSAFE_RETRY, "
+        f"DUPLICATE_EXECUTION and every outcome but {', '.join(successes)} and {last}",
+    )
+    check.add_argument(
+        "--allow",
+        type=allowances,
+        action="extend",
+        metavar="SPEC,...",
+        help="failures a test expects, listed as allowed and not counted: [SELECTOR[+SELECTOR...]:]NAME, where "
+        "SELECTOR is tool=NAME, method=METHOD, call=CALL_ID or capture=FILE and NAME one outcome, flag or "
+        "layer as in --fail-on (alone: on every call). E.g. tool=nope:TOOL_ERROR, "
+        "method=tools/call+capture=faults.flows:JSONRPC_ERROR. Comma separated; may be repeated",
+    )
+    check.add_argument(
+        "--min-calls",
+        type=at_least_zero,
+        default=1,
+        metavar="N",
+        help="fail (exit 1) when fewer than N calls were analyzed: a capture without MCP calls is no "
+        "evidence that they worked (default 1; 0 turns this off)",
+    )
+    check.add_argument(
+        "--allow-partial",
+        action="store_true",
+        help="judge what could be read of an empty, truncated or missing capture instead of exiting 2",
+    )
+    check.add_argument(
+        "--strict-auth",
+        action="store_true",
+        help="count the 401s that authorization answered (an auth-retry chain that succeeded) as failures too",
+    )
+    check.add_argument(
+        "--format",
+        choices=["text", "junit", "github", "json"],
+        default="text",
+        help="text (default): a line per listed call and a verdict line; junit: JUnit XML, a testsuite per "
+        "capture and a testcase per call (GitLab, Jenkins); github: ::error workflow commands per failing "
+        "call and a Markdown table appended to $GITHUB_STEP_SUMMARY; json: one object with the verdict",
+    )
+    check.add_argument(
+        "-o",
+        "--output",
+        metavar="FILE",
+        help="write the --format output to FILE (the plain text then goes to stdout); default: stdout",
     )
     check.set_defaults(run=run_check)
     return parser
