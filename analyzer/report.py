@@ -24,16 +24,18 @@ import jinja2
 
 from mcp_blackbox.addon.sse_framing import split_sse
 from mcp_blackbox.analyzer.analysis import Analysis, analyze
+from mcp_blackbox.analyzer.anatomy import describe, ending
 from mcp_blackbox.analyzer.classify import protocol_version
 from mcp_blackbox.analyzer.extract import decode_body
 from mcp_blackbox.analyzer.load import LoadReport, read_exchanges
 from mcp_blackbox.analyzer.records import Call, Exchange
 from mcp_blackbox.analyzer.redact import redact_headers, redact_strings, redact_text, redact_url
-from mcp_blackbox.analyzer.vocabulary import Outcome, is_failure, vocabulary_data
+from mcp_blackbox.analyzer.vocabulary import Flag, Outcome, Safety, is_failure, vocabulary_data
 
 DETAIL_LIMIT = 3000  # calls whose bytes the report carries (failures and retries first)
 BODY_LIMIT = 16_384  # characters of one body shown
 TICK_LIMIT = 50  # SSE event ticks drawn per call
+LANE_KINDS = {"connection": "conn", "sse-session": "sse"}  # short names in the timeline's lane labels
 LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 COLUMNS = [
     "id", "lane", "method", "tool", "rpc_id", "outcome", "layer", "status", "flags", "t0", "dur",
@@ -57,15 +59,18 @@ def build_report(
     text = redact_text if redact else (lambda s: s)
     for row in rows:
         row[17] = text(row[17])
+    lane_records, lane_groups = _lanes(calls, lanes, sources)
     return {
         "meta": _meta(analysis, sources, origin, redact),
         "columns": COLUMNS,
-        "lanes": [{"id": lane, "label": _lane_label(lane)} for lane in lanes],
+        "lanes": lane_records,
+        "lane_groups": lane_groups,
         "clients": _clients(calls, clients, redact),
         "calls": rows,
         "ticks": {c.call_id: ticks for c in calls if (ticks := _ticks(c, origin))},
         "groups": [g.record() for g in analysis.retry_groups],
         "details": details,
+        "anatomy": _anatomies(calls, redact),
         "vocabulary": vocabulary_data(),
     }
 
@@ -77,9 +82,47 @@ def _lane_key(call: Call) -> str:
     return scope
 
 
-def _lane_label(lane: str) -> str:
+def _lane_label(lane: str, address: str | None) -> str:
+    """A short readable name: the session id's first digits, or the client's address for a connection."""
     kind, _, name = lane.partition(":")
-    return f"{kind} {name[:8]}"
+    if kind == "connection" and address:
+        return f"conn {address}"
+    return f"{LANE_KINDS.get(kind, kind)} {name[:8]}"
+
+
+def _lanes(
+    calls: list[Call], lanes: dict[str, int], paths: list[str]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The lanes in index order, each in a group: the capture its first call came from and that call's client
+    lineage (calls without a client identity are a group of their own in their capture)."""
+    first: dict[str, Call] = {}
+    for call in calls:
+        first.setdefault(_lane_key(call), call)
+    groups: dict[tuple[int, str | None], int] = {}
+    records = []
+    for lane in lanes:
+        call = first[lane]
+        source = paths.index(call.exchange.source) if call.exchange.source in paths else 0
+        lineage = call.client.lineage if call.client is not None else None
+        group = groups.setdefault((source, lineage), len(groups))
+        address = call.client.address if call.client is not None else None
+        records.append({"id": lane, "label": _lane_label(lane, address), "group": group})
+    return records, [{"source": source, "lineage": lineage} for source, lineage in groups]
+
+
+def _anatomies(calls: list[Call], redact: bool) -> dict[str, dict[str, Any]]:
+    """The timeout anatomy of every call that got no answer (analyzer/anatomy.py), with its sentence."""
+    out = {}
+    for call in calls:
+        anatomy = ending(call)
+        if anatomy is None:
+            continue
+        anatomy["sentence"] = describe(anatomy)
+        if redact:  # the detail quotes the proxy's or the stream's own words
+            anatomy["detail"] = redact_text(anatomy["detail"]) if anatomy["detail"] else anatomy["detail"]
+            anatomy["sentence"] = redact_text(anatomy["sentence"])
+        out[call.call_id] = anatomy
+    return out
 
 
 def _row(call: Call, origin: float, lanes: dict[str, int], clients: dict[str, int], paths: list[str]) -> list[Any]:
@@ -190,13 +233,13 @@ def _meta(analysis: Analysis, paths: list[str], origin: float, redact: bool) -> 
     versions = Counter(protocol_version(c, analysis.facts) for c in calls if c.request.kind == "request")
     groups = analysis.retry_groups
     return {
-        "generated": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        "generated": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
         "captures": paths,
         "start": origin,
         "end": max(ends, default=origin),
         "clients": [name for name, _ in clients.most_common(10)],
         "user_agents": [a for a, _ in agents.most_common(10) if a],
-        "servers": sorted(analysis.facts.servers),
+        "servers": sorted(_server_name(s) for s in analysis.facts.servers),
         "versions": [v for v, _ in versions.most_common() if v],
         "outcomes": dict(Counter(c.outcome for c in calls).most_common()),
         "layers": dict(Counter(c.layer for c in calls).most_common()),
@@ -218,9 +261,20 @@ def _meta(analysis: Analysis, paths: list[str], origin: float, redact: bool) -> 
         "unsafe_replays": sum(1 for g in groups if g.safety.is_unsafe),
         "duplicate_executions": [d.record() for d in analysis.duplicate_executions[:20]],
         "twice": sum(1 for g in groups if g.may_have_run_twice),
+        # Every call of a repeated execution (the card's filter); the list above is cut at 20.
+        "duplicate_calls": sorted({c.call_id for d in analysis.duplicate_executions for c in d.calls}),
+        # Flags whose card says what it counts in a visible sentence, not only in its tooltip (the card of
+        # DUPLICATE_EXECUTION's records already says its own).
+        "explained_flags": [Flag.UNSAFE_RETRY.value],
         "redacted": redact,
         "detail_limit": DETAIL_LIMIT,
     }
+
+
+def _server_name(server: str) -> str:
+    """serverInfo "name/version", or the name alone when the version is empty."""
+    name, _, version = server.rpartition("/")
+    return server if version or not name else name
 
 
 def script_json(value: Any) -> str:
@@ -254,6 +308,8 @@ def render_report(data: dict[str, Any]) -> str:
         meta=data["meta"],
         vocabulary=vocabulary,
         failures={o["name"] for o in vocabulary["outcomes"] if o["failure"]},
+        # The cards that count risks say what they count, in the vocabulary's own words.
+        explain={"unsafe_replay": Safety.UNSAFE.description, "duplicate": Flag.DUPLICATE_EXECUTION.description},
         style=style,
         script=script,
         csp=content_security_policy(style, script),

@@ -6,12 +6,19 @@
   const C = {};
   data.columns.forEach(function (name, i) { C[name] = i; });
   const calls = data.calls;
-  const byId = new Map(calls.map(function (row) { return [row[C.id], row]; }));
+  const N = calls.length;
+  const indexOf = new Map(calls.map(function (row, i) { return [row[C.id], i]; }));
+  const byId = function (id) { const i = indexOf.get(id); return i === undefined ? null : calls[i]; };
   const groups = new Map(data.groups.map(function (g) { return [g.retry_group, g]; }));
-  // Names, colours and "is this a failure" come from the analyzer's vocabulary, never spelled here.
+  // Names, colours, descriptions and "is this a failure" come from the analyzer's vocabulary, never spelled here.
   const OUTCOMES = new Map(data.vocabulary.outcomes.map(function (o) { return [o.name, o]; }));
+  const FLAGS = new Map(data.vocabulary.flags.map(function (f) { return [f.name, f]; }));
+  const SAFETY = new Map(data.vocabulary.safety.map(function (s) { return [s.name, s]; }));
+  const ENDINGS = new Map(data.vocabulary.endings.map(function (e) { return [e.name, e]; }));
+  const ORIGINS = new Map(data.vocabulary.origins.map(function (o) { return [o.name, o]; }));
   const colorOf = function (outcome) { return OUTCOMES.has(outcome) ? OUTCOMES.get(outcome).colour : "#667085"; };
   const isFailure = function (outcome) { return !OUTCOMES.has(outcome) || OUTCOMES.get(outcome).failure; };
+  const captureName = function (i) { const p = String(data.meta.captures[i] || ""); return p.split(/[\\/]/).pop(); };
 
   function el(tag, text, cls) {
     const node = document.createElement(tag);
@@ -20,12 +27,43 @@
     return node;
   }
 
-  // ---- filters ----------------------------------------------------------------------
+  // ---- times: wall clock in UTC (the same text on every machine), durations ----------------
+  // Row times are milliseconds after the first call; meta.start is that call's epoch time in seconds.
+  const START_MS = data.meta.start * 1000;
+  const iso = function (t) { const d = new Date(START_MS + t); return isNaN(d.getTime()) ? "" : d.toISOString(); };
+  const wall = function (t) { return iso(t).slice(11, 23); };  // 14:03:07.412
+  const day = function (t) { return iso(t).slice(0, 10); };
+  function duration(ms) {
+    if (ms === null || ms === undefined || isNaN(ms)) return "?";
+    if (ms < 10) return (Math.round(ms * 10) / 10) + " ms";
+    if (ms < 1000) return Math.round(ms) + " ms";
+    if (ms < 60000) return (Math.round(ms / 100) / 10) + " s";
+    const s = Math.round(ms / 1000);
+    if (s < 3600) return Math.floor(s / 60) + " min" + (s % 60 ? " " + (s % 60) + " s" : "");
+    return Math.floor(s / 3600) + " h" + (Math.floor(s / 60) % 60 ? " " + (Math.floor(s / 60) % 60) + " min" : "");
+  }
+  const offset = function (ms) { return "+" + (Math.round(ms * 1000) / 1000) + " ms"; };
+
+  // ---- who is in which card's set -----------------------------------------------------------
+  const chainOf = function (r) { return r[C.group] ? groups.get(r[C.group]) : null; };
+  const duplicateCalls = new Set(data.meta.duplicate_calls || []);
+  const duplicatesOf = new Map();
+  data.meta.duplicate_executions.forEach(function (d) {
+    d.calls.forEach(function (id) { if (!duplicatesOf.has(id)) duplicatesOf.set(id, []); duplicatesOf.get(id).push(d); });
+  });
+  const SETS = {
+    chained: function (r) { return Boolean(r[C.group]); },
+    "unsafe-replay": function (r) { const g = chainOf(r); return Boolean(g && SAFETY.has(g.safety) && SAFETY.get(g.safety).unsafe); },
+    twice: function (r) { const g = chainOf(r); return Boolean(g && g.may_have_run_twice); },
+    duplicate: function (r) { return duplicateCalls.has(r[C.id]); },
+  };
+
+  // ---- filters -----------------------------------------------------------------------------
   const controls = {
     outcome: document.getElementById("f-outcome"), layer: document.getElementById("f-layer"),
     method: document.getElementById("f-method"), tool: document.getElementById("f-tool"),
-    lane: document.getElementById("f-lane"), flag: document.getElementById("f-flag"),
-    search: document.getElementById("search"),
+    session: document.getElementById("f-lane"), flag: document.getElementById("f-flag"),
+    set: document.getElementById("f-set"), q: document.getElementById("search"),
   };
   function fill(select, values, label) {
     values.forEach(function (value) {
@@ -35,87 +73,229 @@
     });
   }
   const distinct = function (col) {
-    return Array.from(new Set(calls.map(function (r) { return r[C[col]]; }).filter(function (v) { return v !== null && v !== ""; }))).sort();
+    const seen = new Set();
+    for (let i = 0; i < N; i++) { const v = calls[i][C[col]]; if (v !== null && v !== "") seen.add(v); }
+    return Array.from(seen).sort();
   };
   fill(controls.outcome, distinct("outcome"));
   fill(controls.layer, distinct("layer"));
   fill(controls.method, distinct("method"));
   fill(controls.tool, distinct("tool"));
-  fill(controls.lane, data.lanes.map(function (_, i) { return i; }), function (i) { return data.lanes[i].label; });
-  fill(controls.flag, Array.from(new Set(calls.flatMap(function (r) { return r[C.flags] ? r[C.flags].split(" ") : []; }))).sort());
+  fill(controls.session, data.lanes.map(function (_, i) { return i; }), function (i) { return data.lanes[i].label; });
+  fill(controls.flag, Object.keys(data.meta.flags).sort());
 
-  let visible = calls;
+  // Search: a lower-cased haystack per call, built the first time a search needs it.
+  const hay = new Array(N);
+  function haystack(i) {
+    if (hay[i] !== undefined) return hay[i];
+    const r = calls[i];
+    const client = r[C.client] === null ? null : data.clients[r[C.client]];
+    const lane = data.lanes[r[C.lane]];
+    const parts = [r[C.id], r[C.method], r[C.tool], r[C.rpc_id], r[C.outcome], r[C.layer], r[C.flags], r[C.verdict],
+      r[C.origin], r[C.error_code], r[C.status] === null ? "" : "http " + r[C.status], captureName(r[C.source]),
+      lane ? lane.id + " " + lane.label : ""];
+    if (client) parts.push(client.lineage, client.user_agent, client.client_info, client.session, client.address, client.unit);
+    const d = data.details[r[C.id]];
+    if (d) {
+      parts.push(d.evidence.join("\n"));
+      d.exchanges.forEach(function (x) {
+        parts.push(x.flow, x.request.line, x.request.body, x.error);
+        Object.keys(x.request.headers).forEach(function (k) { parts.push(k + ": " + x.request.headers[k]); });
+        if (x.response) {
+          parts.push(x.response.body);
+          Object.keys(x.response.headers).forEach(function (k) { parts.push(k + ": " + x.response.headers[k]); });
+        }
+        (x.events || []).forEach(function (e) { parts.push(e.data); });
+      });
+    }
+    const a = data.anatomy[r[C.id]];
+    if (a) parts.push(a.sentence, a.ended_by);
+    hay[i] = parts.filter(function (p) { return p !== null && p !== undefined && p !== ""; }).join("\n").toLowerCase();
+    return hay[i];
+  }
+
+  let visible = [];  // indices into calls, in table order
+  const shown = new Uint8Array(N);
+  let selected = null;
   function applyFilters() {
     const f = {};
     Object.keys(controls).forEach(function (k) { f[k] = controls[k].value; });
-    const needle = f.search.trim().toLowerCase();
-    visible = calls.filter(function (r) {
-      if (f.outcome && r[C.outcome] !== f.outcome) return false;
-      if (f.layer && r[C.layer] !== f.layer) return false;
-      if (f.method && r[C.method] !== f.method) return false;
-      if (f.tool && r[C.tool] !== f.tool) return false;
-      if (f.lane && String(r[C.lane]) !== f.lane) return false;
-      if (f.flag && (" " + r[C.flags] + " ").indexOf(" " + f.flag + " ") < 0) return false;
-      if (needle) {
-        const client = r[C.client] === null ? null : data.clients[r[C.client]];
-        const who = client ? [client.lineage, client.user_agent, client.client_info, client.session, client.address].join(" ") : "";
-        const hay = [r[C.id], r[C.method], r[C.tool], r[C.rpc_id], r[C.outcome], r[C.flags], r[C.verdict], r[C.origin], who].join(" ").toLowerCase();
-        if (hay.indexOf(needle) < 0) return false;
-      }
-      return true;
-    });
-    document.getElementById("count").textContent = visible.length + " of " + calls.length + " calls";
+    const needle = f.q.trim().toLowerCase();
+    // A flow id (a UUID) names its calls: c + its first 12 hex digits.
+    const compact = needle.replace(/-/g, "");
+    const flowPrefix = /^[0-9a-f]{12,}$/.test(compact) && needle.indexOf("-") >= 0 ? "c" + compact.slice(0, 12) : null;
+    const inSet = f.set ? SETS[f.set] : null;
+    visible = [];
+    for (let i = 0; i < N; i++) {
+      const r = calls[i];
+      let ok = !(f.outcome && r[C.outcome] !== f.outcome) && !(f.layer && r[C.layer] !== f.layer) &&
+        !(f.method && r[C.method] !== f.method) && !(f.tool && r[C.tool] !== f.tool) &&
+        !(f.session && String(r[C.lane]) !== f.session) &&
+        !(f.flag && (" " + r[C.flags] + " ").indexOf(" " + f.flag + " ") < 0) && !(inSet && !inSet(r));
+      if (ok && needle) ok = haystack(i).indexOf(needle) >= 0 || (flowPrefix !== null && r[C.id].indexOf(flowPrefix) === 0);
+      shown[i] = ok ? 1 : 0;
+      if (ok) visible.push(i);
+    }
+    document.getElementById("count").textContent = visible.length + " of " + N + " calls";
+    markCards();
     renderRows(true);
+    // The details follow the filter: never a call the filter hides.
+    const at = selected === null ? undefined : indexOf.get(selected);
+    if (at === undefined || !shown[at]) {
+      if (visible.length) select(calls[visible[0]][C.id], { quiet: true });
+      else showNothing();
+    }
     drawTimeline();
+    writeHash();
   }
   Object.keys(controls).forEach(function (k) {
-    controls[k].addEventListener(k === "search" ? "input" : "change", applyFilters);
+    controls[k].addEventListener(k === "q" ? "input" : "change", applyFilters);
   });
 
-  // ---- calls table (only the rows in view are in the DOM) ------------------------------
+  // ---- summary cards: each one is a filter ---------------------------------------------------
+  const cardBox = document.getElementById("outcome-cards");
+  Object.keys(data.meta.outcomes).forEach(function (name) {
+    const card = el("button", null, "card" + (isFailure(name) ? " bad" : ""));
+    card.type = "button";
+    card.dataset.outcome = name;
+    card.title = (OUTCOMES.has(name) ? OUTCOMES.get(name).description + " " : "") + "Click to show only these calls.";
+    card.appendChild(el("span", data.meta.outcomes[name], "n"));
+    card.appendChild(document.createTextNode(name));
+    cardBox.appendChild(card);
+  });
+  const flagBox = document.getElementById("flag-cards");
+  const explained = new Set(data.meta.explained_flags || []);
+  Object.keys(data.meta.flags).forEach(function (name) {
+    const card = el("button", null, "card");
+    card.type = "button";
+    card.dataset.flag = name;
+    const description = FLAGS.has(name) ? FLAGS.get(name).description : "";
+    card.title = description + " Click to show only these calls.";
+    card.appendChild(el("span", data.meta.flags[name], "n"));
+    card.appendChild(document.createTextNode(name));
+    if (explained.has(name) && description) card.appendChild(el("span", description, "why"));
+    flagBox.appendChild(card);
+  });
+  function toggle(control, value) {
+    control.value = control.value === value ? "" : value;
+    applyFilters();
+  }
+  document.getElementById("cards").parentNode.addEventListener("click", function (e) {
+    const card = e.target.closest ? e.target.closest(".card") : null;
+    if (!card) return;
+    if (card.dataset.outcome !== undefined) toggle(controls.outcome, card.dataset.outcome);
+    else if (card.dataset.flag !== undefined) toggle(controls.flag, card.dataset.flag);
+    else if (card.dataset.set) toggle(controls.set, card.dataset.set);
+    else if (card.dataset.set === "") {  // "calls": every card filter off
+      controls.outcome.value = ""; controls.flag.value = ""; controls.set.value = ""; applyFilters();
+    }
+  });
+  function markCards() {
+    document.querySelectorAll(".card").forEach(function (card) {
+      const on = card.dataset.outcome !== undefined ? controls.outcome.value === card.dataset.outcome
+        : card.dataset.flag !== undefined ? controls.flag.value === card.dataset.flag
+          : card.dataset.set ? controls.set.value === card.dataset.set
+            : card.dataset.set === "" && !controls.outcome.value && !controls.flag.value && !controls.set.value;
+      card.classList.toggle("active", on);
+      card.setAttribute("aria-pressed", on ? "true" : "false");
+    });
+  }
+
+  // ---- calls table (only the rows in view are in the DOM) -------------------------------------
   const ROW = 24;
   const body = document.getElementById("table-body");
   const rowsBox = document.getElementById("table-rows");
-  let selected = null;
+  function cell(row, text, cls, title) {
+    const span = el("span", text, cls);
+    if (title !== undefined) span.title = title;  // the full text of a cell that may be cut
+    row.appendChild(span);
+    return span;
+  }
   function renderRows(reset) {
     if (reset) body.scrollTop = 0;
     rowsBox.style.height = (visible.length * ROW) + "px";
     const first = Math.max(0, Math.floor(body.scrollTop / ROW) - 5);
     const last = Math.min(visible.length, first + Math.ceil(body.clientHeight / ROW) + 10);
     rowsBox.textContent = "";
-    for (let i = first; i < last; i++) {
-      const r = visible[i];
-      const row = el("div", null, "row" + (r[C.id] === selected ? " selected" : ""));
-      row.style.position = "absolute"; row.style.top = (i * ROW) + "px"; row.style.left = "0"; row.style.right = "0";
-      row.dataset.callId = r[C.id];
-      row.appendChild(el("span", r[C.id]));
-      const pill = el("span", r[C.outcome], "pill"); pill.style.background = colorOf(r[C.outcome]);
-      const cell = el("span"); cell.appendChild(pill); row.appendChild(cell);
-      row.appendChild(el("span", r[C.method] || "(response)"));
-      row.appendChild(el("span", r[C.rpc_id] === null ? "" : r[C.rpc_id]));
-      row.appendChild(el("span", r[C.tool] || ""));
-      row.appendChild(el("span", r[C.status] === null ? "—" : r[C.status]));
-      row.appendChild(el("span", r[C.group] ? r[C.group] + "#" + r[C.attempt] : ""));
-      row.appendChild(el("span", (r[C.flags] ? "[" + r[C.flags] + "] " : "") + r[C.verdict]));
-      row.addEventListener("click", function () { select(r[C.id]); });
+    for (let n = first; n < last; n++) {
+      const r = calls[visible[n]];
+      const id = r[C.id];
+      const row = el("div", null, "row" + (id === selected ? " selected" : ""));
+      row.style.position = "absolute"; row.style.top = (n * ROW) + "px"; row.style.left = "0"; row.style.right = "0";
+      row.dataset.callId = id;
+      cell(row, id, "mono", id);
+      cell(row, wall(r[C.t0]), "mono", day(r[C.t0]) + " " + wall(r[C.t0]) + " UTC, " + offset(r[C.t0]) + " after the first call");
+      cell(row, duration(r[C.dur]), "num", r[C.dur] + " ms");
+      const pill = el("span", r[C.outcome], "pill"); pill.style.background = colorOf(r[C.outcome]); pill.title = r[C.outcome];
+      cell(row).appendChild(pill);
+      const method = r[C.method] || "(response)";
+      cell(row, method, null, method);
+      cell(row, r[C.tool] || "", null, r[C.tool] || "");
+      cell(row, r[C.status] === null ? "—" : r[C.status]);
+      cell(row, r[C.group] ? r[C.group] + "#" + r[C.attempt] : "");
+      const verdict = (r[C.flags] ? "[" + r[C.flags] + "] " : "") + r[C.verdict];
+      cell(row, verdict, null, verdict);
+      row.addEventListener("click", function () { select(id); });
       rowsBox.appendChild(row);
     }
   }
   body.addEventListener("scroll", function () { renderRows(false); });
+  function scrollRowIntoView(id) {
+    const n = visible.indexOf(indexOf.get(id));
+    if (n < 0) return;
+    const top = n * ROW;
+    if (top < body.scrollTop) body.scrollTop = top;
+    else if (top + ROW > body.scrollTop + body.clientHeight) body.scrollTop = top + ROW - body.clientHeight;
+  }
 
-  // ---- details panel ----------------------------------------------------------------
+  // ---- details panel ----------------------------------------------------------------------
   const details = document.getElementById("details");
   function kv(table, key, value) {
     const tr = el("tr"); tr.appendChild(el("td", key)); tr.appendChild(el("td", value)); table.appendChild(tr);
   }
-  function select(id) {
-    selected = id;
-    renderRows(false);
-    drawTimeline();
-    const r = byId.get(id);
+  function showNothing() {
+    selected = null;
+    details.textContent = "";
+    delete details.dataset.callId;
+    details.appendChild(el("p", "No call matches the filters.", "muted nothing"));
+  }
+  function who(r) {
+    const client = r[C.client] === null ? null : data.clients[r[C.client]];
+    if (!client) return "no client identity";
+    return [client.lineage, client.client_info || client.user_agent, client.session ? "session " + client.session.slice(0, 8)
+      : client.address].filter(Boolean).join(" · ");
+  }
+  // A retry chain or a repeated execution: its attempts in order, coloured by outcome, each one a link.
+  function attempts(ids, current, label) {
+    const box = el("div", null, "attempts");
+    const first = byId(ids[0]);
+    ids.forEach(function (id, n) {
+      const r = byId(id);
+      if (!r) return;
+      if (n) box.appendChild(el("span", "→", "arrow"));
+      const b = el("button", null, "attempt" + (id === current ? " current" : ""));
+      b.type = "button";
+      b.dataset.callId = id;
+      b.style.borderLeftColor = colorOf(r[C.outcome]);
+      b.appendChild(el("b", "#" + (n + 1) + " " + r[C.outcome]));
+      b.appendChild(el("span", (n ? "+" + duration(r[C.t0] - first[C.t0]) + " · " : "") + wall(r[C.t0]) + " UTC"));
+      b.appendChild(el("span", who(r)));
+      const extra = label ? label(r, n) : (r[C.origin] ? r[C.origin] + (r[C.confidence] ? " (" + r[C.confidence] + ")" : "") : "first attempt");
+      b.appendChild(el("span", extra));
+      b.title = id + ": " + (r[C.method] || "") + " " + (r[C.tool] || "") + " — " + r[C.verdict] +
+        (r[C.origin] && ORIGINS.has(r[C.origin]) ? "\n" + r[C.origin] + ": " + ORIGINS.get(r[C.origin]).description : "");
+      b.addEventListener("click", function () { reveal(id); });
+      box.appendChild(b);
+    });
+    return box;
+  }
+  function renderDetails(id) {
+    const r = byId(id);
     details.textContent = "";
     details.dataset.callId = id;
     details.appendChild(el("h3", id + "  " + (r[C.method] || "(response)") + (r[C.tool] ? " " + r[C.tool] : "") + "  id=" + r[C.rpc_id]));
+    details.appendChild(el("p", day(r[C.t0]) + " " + wall(r[C.t0]) + " UTC  (" + offset(r[C.t0]) + " after the first call), took " +
+      duration(r[C.dur]) + "  ·  " + captureName(r[C.source]), "when"));
     const verdict = el("p");
     const pill = el("span", r[C.outcome], "pill"); pill.style.background = colorOf(r[C.outcome]);
     verdict.appendChild(pill);
@@ -124,35 +304,60 @@
     details.appendChild(verdict);
     const client = r[C.client] === null ? null : data.clients[r[C.client]];
     if (client) {
-      const who = el("table", null, "client");
-      kv(who, "client", client.lineage + "  " + [client.client_info, client.user_agent].filter(Boolean).join(" · "));
-      kv(who, "from", (client.address || "unknown address") + (client.session ? "  session " + client.session : "  no session"));
-      kv(who, "lineage", client.joined);
-      details.appendChild(who);
+      const t = el("table", null, "client");
+      kv(t, "client", client.lineage + "  " + [client.client_info, client.user_agent].filter(Boolean).join(" · "));
+      kv(t, "from", (client.address || "unknown address") + (client.session ? "  session " + client.session : "  no session"));
+      kv(t, "lineage", client.joined);
+      details.appendChild(t);
     }
     const d = data.details[id];
     details.appendChild(el("h4", "Evidence"));
     const ol = el("ol", null, "evidence");
     (d ? d.evidence : [r[C.verdict]]).forEach(function (line) { ol.appendChild(el("li", line)); });
     details.appendChild(ol);
+    const a = data.anatomy[id];
+    if (a) {
+      details.appendChild(el("h4", "Timeout anatomy: no answer came"));
+      const section = el("div", null, "anatomy");
+      section.appendChild(el("p", a.sentence, "sentence"));
+      const t = el("table");
+      kv(t, "reached the server", a.reached_server_ms === null ? "no response headers came back" : "response headers after " + duration(a.reached_server_ms));
+      const sent = a.server_sent;
+      kv(t, "server sent", sent.progress + " progress, " + sent.other_notifications + " other notification(s)" +
+        (sent.last_ms !== null ? ", the last after " + duration(sent.last_ms) : ""));
+      kv(t, "ended by", a.ended_by + (ENDINGS.has(a.ended_by) ? ": " + ENDINGS.get(a.ended_by).description : ""));
+      if (a.detail) kv(t, "detail", a.detail);
+      kv(t, "client waited", a.waited_ms === null ? "not known" : duration(a.waited_ms));
+      section.appendChild(t);
+      details.appendChild(section);
+    }
     if (r[C.group]) {
       const g = groups.get(r[C.group]);
-      details.appendChild(el("h4", "Retry chain " + g.retry_group));
+      details.appendChild(el("h4", "Retry chain " + g.retry_group + " (" + g.members.length + " attempts, this is #" + r[C.attempt] + ")"));
+      details.appendChild(attempts(g.members, id));
       const t = el("table", null, "retry");
-      kv(t, "origin", g.origin + " (" + g.confidence + " confidence)" + (g.failure_retry ? "" : ", not a failure retried"));
+      kv(t, "origin", g.origin + " (" + g.confidence + " confidence)" + (g.failure_retry ? "" : ", not a failure retried") +
+        (ORIGINS.has(g.origin) ? ": " + ORIGINS.get(g.origin).description : ""));
       kv(t, "attempts", g.members.join(" → ") + "  (this is attempt " + r[C.attempt] + ")");
       kv(t, "final outcome", g.final_outcome + " after " + g.total_ms + " ms");
-      kv(t, "safety", g.safety + (g.may_have_run_twice ? "; the tool may have run twice" : ""));
+      kv(t, "safety", g.safety + (SAFETY.has(g.safety) ? ": " + SAFETY.get(g.safety).description : "") +
+        (g.may_have_run_twice ? "; the tool may have run twice" : ""));
       details.appendChild(t);
       const ev = el("ol"); g.evidence.forEach(function (line) { ev.appendChild(el("li", line)); }); details.appendChild(ev);
     }
+    (duplicatesOf.get(id) || []).forEach(function (dup) {
+      details.appendChild(el("h4", "Ran more than once: " + dup.tool + " with the same arguments (" + dup.arguments_digest.slice(0, 10) + ")"));
+      details.appendChild(attempts(dup.calls, id, function (_, n) { return dup.executions[n] || ""; }));
+    });
     if (!d) {
       details.appendChild(el("p", "The bytes of this call are not in the report (it carries the first " +
         data.meta.detail_limit + " failing, flagged or retried calls); use mcp-blackbox export.", "muted"));
       return;
     }
     d.exchanges.forEach(function (x) {
-      details.appendChild(el("h4", "Request  " + x.request.line + "  at +" + x.t + " ms"));
+      const head = el("h4", "Request at " + wall(x.t) + " UTC (" + offset(x.t) + ")");
+      details.appendChild(head);
+      details.appendChild(el("div", x.request.line, "line mono request-line"));
       const hq = el("table"); Object.keys(x.request.headers).forEach(function (k) { kv(hq, k, x.request.headers[k]); });
       details.appendChild(hq);
       if (x.request.body) details.appendChild(el("pre", x.request.body));
@@ -167,22 +372,141 @@
       if (x.events) {
         details.appendChild(el("h4", "SSE events (" + x.events.length + ")" + (x.stream.ended ? "  stream ended: " + x.stream.ended : "")));
         x.events.forEach(function (e) {
-          details.appendChild(el("div", "+" + e.t + " ms  " + e.event + (e.id !== null ? "  id " + e.id : ""), "muted"));
+          details.appendChild(el("div", (e.t === null ? "?" : wall(e.t) + " (" + offset(e.t) + ")") + "  " + e.event +
+            (e.id !== null ? "  id " + e.id : ""), "muted"));
           if (e.data) details.appendChild(el("pre", e.data));
         });
       }
     });
   }
+  function select(id, opts) {
+    opts = opts || {};
+    if (byId(id) === null) return;
+    selected = id;
+    renderRows(false);
+    renderDetails(id);
+    if (!opts.quiet) { drawTimeline(); writeHash(); }
+  }
+  // Select a call the table may not show (an attempt in a chain): clear the filters that hide it.
+  function reveal(id) {
+    const i = indexOf.get(id);
+    if (i === undefined) return;
+    if (!shown[i]) { Object.keys(controls).forEach(function (k) { controls[k].value = ""; }); selected = id; applyFilters(); }
+    select(id);
+    scrollRowIntoView(id);
+    renderRows(false);
+    showInTimeline(id);
+  }
 
-  // ---- timeline: one lane per session or connection, one bar per call ------------------
+  // ---- timeline: time axis with idle gaps folded ---------------------------------------------
+  const t0s = new Float64Array(N), t1s = new Float64Array(N);
+  let span = 1;
+  for (let i = 0; i < N; i++) {
+    t0s[i] = calls[i][C.t0]; t1s[i] = t0s[i] + Math.max(0, calls[i][C.dur]);
+    if (t1s[i] > span) span = t1s[i];
+  }
+  // An idle gap: no call in flight for over GAP_MIN_MS. The longest are folded first, each while it is over
+  // GAP_SHARE of the time still drawn to scale (so evenly spread calls keep a linear axis), at most MAX_FOLDS.
+  const GAP_MIN_MS = 2000, GAP_SHARE = 0.05, MAX_FOLDS = 50;
+  const idle = (function () {
+    let order = null;
+    for (let i = 1; i < N; i++) if (t0s[i] < t0s[i - 1]) { order = Array.from(t0s.keys()).sort(function (a, b) { return t0s[a] - t0s[b]; }); break; }
+    const found = [];
+    let end = -Infinity;
+    for (let n = 0; n < N; n++) {
+      const i = order ? order[n] : n;
+      if (end > -Infinity && t0s[i] - end > GAP_MIN_MS) found.push([end, t0s[i]]);
+      if (t1s[i] > end) end = t1s[i];
+    }
+    found.sort(function (a, b) { return (b[1] - b[0]) - (a[1] - a[0]); });
+    const folded = [];
+    let drawn = span;
+    for (let n = 0; n < found.length && folded.length < MAX_FOLDS; n++) {
+      const length = found[n][1] - found[n][0];
+      if (length <= GAP_SHARE * drawn) break;
+      folded.push(found[n]); drawn -= length;
+    }
+    return folded.sort(function (a, b) { return a[0] - b[0]; });
+  })();
+  let gapsShown = false;
+  let segments = [];  // {r0, r1, d0, d1, gap}: real ms -> display units, piecewise linear
+  let totalD = span;
+  const dS = new Float64Array(N), dE = new Float64Array(N);
+  function buildAxis() {
+    segments = [];
+    if (gapsShown || !idle.length) {
+      segments.push({ r0: 0, r1: Infinity, d0: 0, d1: Infinity, gap: false });
+    } else {
+      const busy = Math.max(1, span - idle.reduce(function (s, g) { return s + g[1] - g[0]; }, 0));
+      const width = Math.min(busy * 0.04, busy * 0.3 / idle.length);
+      let r = 0, d = 0;
+      idle.forEach(function (g) {
+        segments.push({ r0: r, r1: g[0], d0: d, d1: d + g[0] - r, gap: false }); d += g[0] - r;
+        segments.push({ r0: g[0], r1: g[1], d0: d, d1: d + width, gap: true }); d += width;
+        r = g[1];
+      });
+      segments.push({ r0: r, r1: Infinity, d0: d, d1: Infinity, gap: false });
+    }
+    for (let i = 0; i < N; i++) { dS[i] = toDisplay(t0s[i]); dE[i] = toDisplay(t1s[i]); }
+    totalD = toDisplay(span);
+  }
+  function segmentAt(value, key) {
+    let lo = 0, hi = segments.length - 1;
+    while (lo < hi) { const mid = (lo + hi + 1) >> 1; if (segments[mid][key] <= value) lo = mid; else hi = mid - 1; }
+    return segments[lo];
+  }
+  function toDisplay(t) {
+    const s = segmentAt(t, "r0");
+    if (t < s.r0 || !s.gap) return s.d0 + (t - s.r0);
+    return s.d0 + (t - s.r0) / (s.r1 - s.r0) * (s.d1 - s.d0);
+  }
+  function toReal(d) {
+    const s = segmentAt(d, "d0");
+    if (d < s.d0 || !s.gap) return s.r0 + (d - s.d0);
+    return s.r0 + (d - s.d0) / (s.d1 - s.d0) * (s.r1 - s.r0);
+  }
+
+  // ---- timeline: rows (group headers and lanes) ---------------------------------------------
+  const lineageClient = new Map();
+  data.clients.forEach(function (c) { if (!lineageClient.has(c.lineage)) lineageClient.set(c.lineage, c); });
+  const laneGroups = data.lane_groups.map(function (g, n) {
+    const c = g.lineage === null ? null : lineageClient.get(g.lineage);
+    const client = g.lineage === null ? "no client identity" : g.lineage + (c ? " " + (c.client_info || c.user_agent || "") : "");
+    return { n: n, source: g.source, label: captureName(g.source) + " · " + client.trim(), lanes: [], calls: 0 };
+  });
+  data.lanes.forEach(function (lane, i) { laneGroups[lane.group].lanes.push(i); });
+  for (let i = 0; i < N; i++) laneGroups[data.lanes[calls[i][C.lane]].group].calls++;
+  const groupOrder = laneGroups.slice().sort(function (a, b) { return a.source - b.source || a.n - b.n; });
+  const collapsed = new Set();
+  let rows = [];
+  const rowOfLane = new Int32Array(data.lanes.length);
+  function buildRows() {
+    rows = [];
+    groupOrder.forEach(function (g) {
+      const header = rows.length;
+      rows.push({ kind: "group", group: g });
+      g.lanes.forEach(function (lane) {
+        if (collapsed.has(g.n)) { rowOfLane[lane] = header; return; }
+        rowOfLane[lane] = rows.length;
+        rows.push({ kind: "lane", lane: lane });
+      });
+    });
+  }
+
   const canvas = document.getElementById("timeline");
   const tip = document.getElementById("tip");
-  const LANE = 16, TOP = 18, LEFT = 110;
-  const span = Math.max(1, calls.reduce(function (m, r) { return Math.max(m, r[C.t0] + r[C.dur]); }, 0));
-  // Tall enough for every lane up to 36 of them; beyond that, drag up and down.
-  canvas.style.height = Math.min(TOP + 36 * LANE + 4, Math.max(120, TOP + data.lanes.length * LANE + 4)) + "px";
-  let view = { from: -span * 0.01, to: span * 1.01, laneScroll: 0 };
-  let bars = [];
+  const LANE = 16, AXIS = 22, LEFT = 170, RIGHT = 10, MAX_ROWS = 40;
+  let view = { from: 0, to: 1, rowScroll: 0 };
+  let bars = [], marks = [], drag = null;
+  function fullView() { view.from = -totalD * 0.01; view.to = totalD * 1.01; }
+  const plotWidth = function () { return Math.max(10, canvas.clientWidth - LEFT - RIGHT); };
+  const zoomed = function () { return view.from > -totalD * 0.01 + 1e-6 || view.to < totalD * 1.01 - 1e-6; };
+  function sizeCanvas() {
+    canvas.style.height = (AXIS + Math.max(6, Math.min(MAX_ROWS, rows.length)) * LANE + 4) + "px";
+  }
+  const rowsShown = function () { return Math.floor((canvas.clientHeight - AXIS) / LANE); };
+  const STEPS = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1e3, 2e3, 5e3, 1e4, 15e3, 3e4, 6e4, 12e4, 3e5, 6e5, 9e5, 18e5, 36e5, 72e5, 216e5, 432e5, 864e5];
+
   function drawTimeline() {
     const ratio = window.devicePixelRatio || 1;
     const width = canvas.clientWidth, height = canvas.clientHeight;
@@ -190,42 +514,109 @@
     const ctx = canvas.getContext("2d");
     ctx.setTransform(ratio, 0, 0, ratio, 0, 0);
     ctx.clearRect(0, 0, width, height);
-    const scale = (width - LEFT - 10) / (view.to - view.from);
-    const x = function (t) { return LEFT + (t - view.from) * scale; };
-    ctx.font = "11px sans-serif"; ctx.fillStyle = "#667085";
-    for (let i = 0; i <= 5; i++) {
-      const t = view.from + (view.to - view.from) * i / 5;
-      ctx.fillText((t / 1000).toFixed(2) + " s", x(t) - 12, 12);
-    }
-    const lanesShown = Math.floor((height - TOP) / LANE);
-    for (let l = 0; l < lanesShown && l + view.laneScroll < data.lanes.length; l++) {
-      ctx.fillStyle = l % 2 ? "#fcfcfd" : "#f5f6f8";
-      ctx.fillRect(0, TOP + l * LANE, width, LANE);
-      ctx.fillStyle = "#475467";
-      ctx.fillText(data.lanes[l + view.laneScroll].label.slice(0, 16), 4, TOP + l * LANE + 12);
-    }
-    bars = [];
-    const shownIds = new Set(visible.map(function (r) { return r[C.id]; }));
-    const positions = new Map();
-    calls.forEach(function (r) {
-      const lane = r[C.lane] - view.laneScroll;
-      if (lane < 0 || lane >= lanesShown) return;
-      const x0 = x(r[C.t0]), x1 = Math.max(x0 + 2, x(r[C.t0] + r[C.dur]));
-      if (x1 < LEFT || x0 > width) return;
-      const y = TOP + lane * LANE + 3;
-      ctx.globalAlpha = shownIds.has(r[C.id]) ? 1 : 0.15;
-      ctx.fillStyle = colorOf(r[C.outcome]);
-      ctx.fillRect(x0, y, x1 - x0, LANE - 6);
-      if (r[C.id] === selected) { ctx.strokeStyle = "#101828"; ctx.lineWidth = 2; ctx.strokeRect(x0 - 1, y - 1, x1 - x0 + 2, LANE - 4); }
-      const ticks = data.ticks[r[C.id]];
-      if (ticks) {
-        ctx.fillStyle = "#101828";
-        ticks.forEach(function (t) { ctx.fillRect(x(t), y - 2, 1, LANE - 2); });
+    const scale = plotWidth() / (view.to - view.from);
+    const X = function (d) { return LEFT + (d - view.from) * scale; };
+    const shownRows = rowsShown();
+    ctx.font = "11px sans-serif"; ctx.textBaseline = "alphabetic";
+    // rows
+    for (let v = 0; v < shownRows && v + view.rowScroll < rows.length; v++) {
+      const row = rows[v + view.rowScroll], y = AXIS + v * LANE;
+      if (row.kind === "group") {
+        ctx.fillStyle = "#e9edf5"; ctx.fillRect(0, y, width, LANE);
+        ctx.fillStyle = "#1d2330"; ctx.font = "bold 11px sans-serif";
+        const g = row.group, folded = collapsed.has(g.n);
+        const text = (folded ? "▸ " : "▾ ") + g.label + " · " + g.lanes.length + " lane" + (g.lanes.length === 1 ? "" : "s") + ", " + g.calls + " call" + (g.calls === 1 ? "" : "s");
+        ctx.save(); ctx.beginPath(); ctx.rect(0, y, folded ? LEFT - 4 : width, LANE); ctx.clip();
+        ctx.fillText(text, 4, y + 12); ctx.restore();
+        ctx.font = "11px sans-serif";
+      } else {
+        ctx.fillStyle = v % 2 ? "#fcfcfd" : "#f5f6f8"; ctx.fillRect(0, y, width, LANE);
+        ctx.fillStyle = "#475467";
+        ctx.save(); ctx.beginPath(); ctx.rect(0, y, LEFT - 4, LANE); ctx.clip();
+        ctx.fillText(data.lanes[row.lane].label, 14, y + 12); ctx.restore();
       }
-      bars.push({ id: r[C.id], x0: x0, x1: x1, y: y, h: LANE - 6 });
-      positions.set(r[C.id], { x: (x0 + x1) / 2, y: y + (LANE - 6) / 2 });
+    }
+    ctx.save(); ctx.beginPath(); ctx.rect(LEFT, 0, width - LEFT, height); ctx.clip();
+    // folded idle gaps: a hatched break with a zig-zag and what was left out
+    marks = [];
+    segments.forEach(function (s) {
+      if (!s.gap) return;
+      const x0 = X(s.d0), x1 = X(s.d1);
+      if (x1 < LEFT || x0 > width) return;
+      ctx.fillStyle = "#f2f4f7"; ctx.fillRect(x0, AXIS, x1 - x0, height - AXIS);
+      ctx.strokeStyle = "#98a2b3"; ctx.lineWidth = 1;
+      [x0 + 2, x1 - 2].forEach(function (xz) {
+        ctx.beginPath();
+        for (let y = AXIS, k = 0; y <= height; y += 4, k++) { if (k) ctx.lineTo(xz + (k % 2 ? 2 : -2), y); else ctx.moveTo(xz, y); }
+        ctx.stroke();
+      });
+      const label = "⋯ " + duration(s.r1 - s.r0) + " idle";
+      const short = "⋯";
+      const fits = ctx.measureText(label).width + 6 <= Math.max(x1 - x0, 0) + 40;
+      ctx.fillStyle = "#b54708";
+      const text = fits ? label : short;
+      ctx.fillText(text, (x0 + x1) / 2 - ctx.measureText(text).width / 2, AXIS - 2 > 12 ? 20 : 20);
+      marks.push({ x0: x0, x1: x1, label: label, from: s.r0, to: s.r1 });
     });
+    // the wall-clock axis: round UTC times within each stretch drawn to scale
+    const axis = [];
+    const msPerPx = 1 / scale;
+    const step = STEPS.find(function (s) { return s >= msPerPx * 110; }) || STEPS[STEPS.length - 1];
+    let lastRight = -Infinity, ticks = 0;
+    ctx.textBaseline = "alphabetic";
+    segments.forEach(function (s) {
+      if (s.gap) return;
+      const a = Math.max(s.r0, toReal(view.from)), b = Math.min(s.r1, toReal(view.to));
+      if (!(b > a)) return;
+      for (let abs = Math.ceil((START_MS + a) / step) * step; abs <= START_MS + b && ticks < 400; abs += step, ticks++) {
+        const t = abs - START_MS, x = X(toDisplay(t));
+        ctx.fillStyle = "#eaecf0"; ctx.fillRect(x, AXIS, 1, height - AXIS);
+        let label = wall(t);
+        if (step >= 1000) label = label.slice(0, 8);
+        const w = ctx.measureText(label).width;
+        if (x - w / 2 > lastRight + 8 && x - w / 2 >= LEFT - 2) {
+          ctx.fillStyle = "#475467"; ctx.fillText(label, x - w / 2, 11);
+          lastRight = x + w / 2; axis.push(label);
+        }
+      }
+    });
+    ctx.restore();
+    ctx.fillStyle = "#1d2330"; ctx.font = "bold 11px sans-serif";
+    ctx.fillText("UTC " + day(Math.max(0, toReal(view.from))), 4, 11);
+    ctx.font = "11px sans-serif";
+    // bars: the calls the filters show; the others faint, for context
+    ctx.save(); ctx.beginPath(); ctx.rect(LEFT, AXIS, width - LEFT, height - AXIS); ctx.clip();
+    bars = [];
+    const positions = new Map();
+    let selectedBar = null;
+    for (let i = 0; i < N; i++) {
+      const r = calls[i];
+      const rowIndex = rowOfLane[r[C.lane]];
+      const v = rowIndex - view.rowScroll;
+      if (v < 0 || v >= shownRows) continue;
+      const x0 = X(dS[i]), x1 = Math.max(x0 + 2, X(dE[i]));
+      if (x1 < LEFT || x0 > width) continue;
+      const header = rows[rowIndex].kind === "group";
+      const y = AXIS + v * LANE + (header ? 5 : 3), h = header ? LANE - 10 : LANE - 6;
+      ctx.globalAlpha = shown[i] ? 1 : 0.12;
+      ctx.fillStyle = colorOf(r[C.outcome]);
+      ctx.fillRect(x0, y, x1 - x0, h);
+      if (!shown[i]) continue;
+      const ticksOf = data.ticks[r[C.id]];
+      if (ticksOf && !header) {
+        ctx.fillStyle = "#101828";
+        ticksOf.forEach(function (t) { ctx.fillRect(X(toDisplay(t)), y - 2, 1, LANE - 2); });
+      }
+      const bar = { id: r[C.id], x0: x0, x1: x1, y: y, h: h };
+      bars.push(bar);
+      if (r[C.id] === selected) selectedBar = bar;
+      if (r[C.group]) positions.set(r[C.id], { x: (x0 + x1) / 2, y: y + h / 2 });
+    }
     ctx.globalAlpha = 1;
+    if (selectedBar) {
+      ctx.strokeStyle = "#101828"; ctx.lineWidth = 2;
+      ctx.strokeRect(selectedBar.x0 - 1, selectedBar.y - 1, selectedBar.x1 - selectedBar.x0 + 2, selectedBar.h + 2);
+    }
     // retry chains: attempts linked by a line
     ctx.strokeStyle = "#101828"; ctx.lineWidth = 1; ctx.setLineDash([3, 3]);
     data.groups.forEach(function (g) {
@@ -235,62 +626,274 @@
       }
     });
     ctx.setLineDash([]);
+    if (drag && drag.mode === "select" && drag.moved) {
+      const a = Math.max(LEFT, Math.min(drag.x, drag.cx)), b = Math.min(width, Math.max(drag.x, drag.cx));
+      ctx.fillStyle = "rgba(47, 91, 211, 0.15)"; ctx.fillRect(a, AXIS, b - a, height - AXIS);
+      ctx.strokeStyle = "#2f5bd3"; ctx.strokeRect(a, AXIS, b - a, height - AXIS);
+    }
+    ctx.restore();
     canvas.dataset.bars = String(bars.length);
+    canvas.dataset.axis = axis.join(" | ");
+    canvas.dataset.gaps = marks.map(function (m) { return m.label; }).join(" | ");
+    const from = toReal(view.from), to = toReal(view.to);
+    document.getElementById("view-range").textContent = "showing " + wall(from) + " – " + wall(to) + " UTC (" +
+      duration(to - from) + (idle.length && !gapsShown ? ", " + idle.length + " idle gap" + (idle.length === 1 ? "" : "s") + " folded" : "") + ")";
   }
-  function barAt(event) {
-    const rect = canvas.getBoundingClientRect();
-    const px = event.clientX - rect.left, py = event.clientY - rect.top;
+
+  // ---- timeline: pointer, wheel and zoom -------------------------------------------------------
+  function localPoint(e) { const rect = canvas.getBoundingClientRect(); return { x: e.clientX - rect.left, y: e.clientY - rect.top }; }
+  function barAt(p) {
     for (let i = bars.length - 1; i >= 0; i--) {
       const b = bars[i];
-      if (px >= b.x0 - 1 && px <= b.x1 + 1 && py >= b.y && py <= b.y + b.h) return b;
+      if (p.x >= b.x0 - 1 && p.x <= b.x1 + 1 && p.y >= b.y - 1 && p.y <= b.y + b.h + 1) return b;
     }
     return null;
   }
-  let drag = null;
-  canvas.addEventListener("mousedown", function (e) { drag = { x: e.clientX, y: e.clientY, from: view.from, to: view.to, lane: view.laneScroll, moved: false }; });
-  window.addEventListener("mouseup", function (e) {
-    if (drag && !drag.moved) { const b = barAt(e); if (b) select(b.id); }
-    drag = null;
+  function rowAt(p) {
+    if (p.y < AXIS) return null;
+    const n = Math.floor((p.y - AXIS) / LANE) + view.rowScroll;
+    return n < rows.length ? rows[n] : null;
+  }
+  const displayAt = function (x) { return view.from + (x - LEFT) / plotWidth() * (view.to - view.from); };
+  function zoomTo(from, to) {
+    if (!(to > from)) return;
+    const min = 0.05;  // 50 microseconds across the plot
+    if (to - from < min) { const mid = (from + to) / 2; from = mid - min / 2; to = mid + min / 2; }
+    view.from = from; view.to = to;
+    drawTimeline(); writeHash();
+  }
+  function zoomBy(factor, at) {
+    if (at === undefined) at = (view.from + view.to) / 2;
+    zoomTo(at - (at - view.from) * factor, at + (view.to - at) * factor);
+  }
+  function scrollRows(delta) {
+    const most = Math.max(0, rows.length - rowsShown());
+    const next = Math.max(0, Math.min(most, view.rowScroll + delta));
+    if (next === view.rowScroll) return false;
+    view.rowScroll = next; drawTimeline(); return true;
+  }
+  function showInTimeline(id) {
+    const i = indexOf.get(id);
+    if (i === undefined) return;
+    const g = data.lanes[calls[i][C.lane]].group;
+    if (collapsed.has(g)) { collapsed.delete(g); buildRows(); sizeCanvas(); }
+    const width = view.to - view.from;
+    if (dE[i] < view.from || dS[i] > view.to) { const mid = (dS[i] + dE[i]) / 2; view.from = mid - width / 2; view.to = mid + width / 2; }
+    const row = rowOfLane[calls[i][C.lane]];
+    if (row < view.rowScroll || row >= view.rowScroll + rowsShown()) view.rowScroll = Math.max(0, row - 2);
+    drawTimeline(); writeHash();
+  }
+  function zoomToSelected() {
+    if (selected === null) return;
+    const r = byId(selected), g = chainOf(r);
+    const ids = g ? g.members : [selected];
+    let a = Infinity, b = -Infinity;
+    ids.forEach(function (id) { const i = indexOf.get(id); if (i !== undefined) { a = Math.min(a, dS[i]); b = Math.max(b, dE[i]); } });
+    const pad = Math.max((b - a) * 0.25, 5);
+    zoomTo(a - pad, b + pad);
+    showInTimeline(selected);
+  }
+  canvas.addEventListener("mousedown", function (e) {
+    if (e.button !== 0) return;
+    const p = localPoint(e);
+    drag = { mode: e.shiftKey ? "pan" : "select", x: p.x, y: p.y, cx: p.x, from: view.from, to: view.to, rows: view.rowScroll, moved: false };
+    e.preventDefault();
+    canvas.focus();
   });
-  canvas.addEventListener("mousemove", function (e) {
-    if (drag) {
-      const dx = e.clientX - drag.x, dy = e.clientY - drag.y;
-      if (Math.abs(dx) + Math.abs(dy) > 3) drag.moved = true;
-      const per = (drag.to - drag.from) / (canvas.clientWidth - LEFT - 10);
-      view.from = drag.from - dx * per; view.to = drag.to - dx * per;
-      view.laneScroll = Math.max(0, Math.min(Math.max(0, data.lanes.length - 1), drag.lane - Math.round(dy / LANE)));
-      drawTimeline();
+  window.addEventListener("mousemove", function (e) {
+    if (!drag) return;
+    const p = localPoint(e);
+    if (Math.abs(p.x - drag.x) + Math.abs(p.y - drag.y) > 3) drag.moved = true;
+    if (!drag.moved) return;
+    if (drag.mode === "pan") {
+      const per = (drag.to - drag.from) / plotWidth();
+      view.from = drag.from - (p.x - drag.x) * per; view.to = drag.to - (p.x - drag.x) * per;
+      view.rowScroll = Math.max(0, Math.min(Math.max(0, rows.length - rowsShown()), drag.rows - Math.round((p.y - drag.y) / LANE)));
+    } else {
+      drag.cx = p.x;
+    }
+    drawTimeline();
+  });
+  window.addEventListener("mouseup", function (e) {
+    if (!drag) return;
+    const d = drag, p = localPoint(e);
+    drag = null;
+    if (!d.moved) {
+      const b = barAt(p);
+      if (b) { select(b.id); scrollRowIntoView(b.id); renderRows(false); return; }
+      const row = rowAt(p);
+      if (row && row.kind === "group") {
+        if (collapsed.has(row.group.n)) collapsed.delete(row.group.n); else collapsed.add(row.group.n);
+        buildRows(); sizeCanvas(); scrollRows(0); drawTimeline();
+      }
       return;
     }
-    const b = barAt(e);
-    if (!b) { tip.style.display = "none"; return; }
-    const r = byId.get(b.id);
-    tip.textContent = b.id + " " + (r[C.method] || "(response)") + (r[C.tool] ? " " + r[C.tool] : "") + ": " + r[C.outcome] +
-      (r[C.flags] ? " [" + r[C.flags] + "]" : "") + " — " + r[C.verdict];
+    if (d.mode === "pan") { writeHash(); return; }
+    const a = Math.max(LEFT, Math.min(d.x, p.x)), b = Math.min(canvas.clientWidth - RIGHT, Math.max(d.x, p.x));
+    if (b - a >= 4) zoomTo(displayAt(a), displayAt(b)); else drawTimeline();
+  });
+  canvas.addEventListener("mousemove", function (e) {
+    if (drag) { tip.style.display = "none"; return; }
+    const p = localPoint(e);
+    const b = barAt(p);
+    let text = null;
+    if (b) {
+      const r = byId(b.id);
+      text = b.id + " " + (r[C.method] || "(response)") + (r[C.tool] ? " " + r[C.tool] : "") + ": " + r[C.outcome] +
+        (r[C.flags] ? " [" + r[C.flags] + "]" : "") + " — " + r[C.verdict] + "\n" + wall(r[C.t0]) + " UTC (" + offset(r[C.t0]) +
+        "), took " + duration(r[C.dur]) + " · " + who(r);
+    } else {
+      const m = marks.find(function (g) { return p.x >= g.x0 && p.x <= g.x1 && p.y >= AXIS; });
+      const row = rowAt(p);
+      if (m) text = m.label + ": " + wall(m.from) + " – " + wall(m.to) + " UTC, folded (\"show idle gaps\" draws it to scale)";
+      else if (row && row.kind === "group") text = row.group.label + " — click to " + (collapsed.has(row.group.n) ? "unfold" : "fold");
+      else if (row && p.x < LEFT) text = data.lanes[row.lane].id;
+    }
+    if (text === null) { tip.style.display = "none"; return; }
+    tip.textContent = text;
     tip.style.display = "block";
-    tip.style.left = Math.min(e.offsetX + 12, canvas.clientWidth - 300) + "px";
-    tip.style.top = (e.offsetY + 12) + "px";
+    tip.style.left = Math.max(0, Math.min(p.x + 12, canvas.clientWidth - 420)) + "px";
+    tip.style.top = (p.y + 14) + "px";
   });
   canvas.addEventListener("mouseleave", function () { tip.style.display = "none"; });
   canvas.addEventListener("wheel", function (e) {
-    e.preventDefault();
-    const rect = canvas.getBoundingClientRect();
-    const at = view.from + (e.clientX - rect.left - LEFT) / (canvas.clientWidth - LEFT - 10) * (view.to - view.from);
-    const factor = e.deltaY > 0 ? 1.25 : 0.8;
-    view.from = at - (at - view.from) * factor; view.to = at + (view.to - at) * factor;
-    drawTimeline();
+    if (e.ctrlKey || e.metaKey) {  // pinch on a trackpad, or ctrl-wheel: zoom around the pointer
+      e.preventDefault();
+      zoomBy(e.deltaY > 0 ? 1.25 : 0.8, displayAt(localPoint(e).x));
+      return;
+    }
+    if (e.shiftKey || Math.abs(e.deltaX) > Math.abs(e.deltaY)) {
+      e.preventDefault();
+      const shift = (e.shiftKey ? e.deltaY || e.deltaX : e.deltaX) / plotWidth() * (view.to - view.from);
+      view.from += shift; view.to += shift; drawTimeline(); writeHash();
+      return;
+    }
+    if (scrollRows(e.deltaY > 0 ? 3 : -3)) e.preventDefault();  // at either end the page scrolls on
   }, { passive: false });
   document.getElementById("reset-zoom").addEventListener("click", function () {
-    view = { from: -span * 0.01, to: span * 1.01, laneScroll: 0 }; drawTimeline();
+    fullView(); view.rowScroll = 0; drawTimeline(); writeHash();
   });
+  const gapButton = document.getElementById("toggle-gaps");
+  if (!idle.length) { gapButton.disabled = true; gapButton.title = "No idle gap long enough to fold"; }
+  function setGaps(on) {
+    const from = toReal(view.from), to = toReal(view.to), wasZoomed = zoomed();
+    gapsShown = on;
+    gapButton.setAttribute("aria-pressed", on ? "true" : "false");
+    gapButton.textContent = on ? "fold idle gaps" : "show idle gaps";
+    buildAxis();
+    if (wasZoomed) { view.from = toDisplay(from); view.to = toDisplay(to); } else fullView();
+  }
+  gapButton.addEventListener("click", function () { setGaps(!gapsShown); drawTimeline(); writeHash(); });
+
+  // ---- keyboard -------------------------------------------------------------------------------
+  function step(by) {
+    if (!visible.length) return;
+    const at = selected === null ? -1 : visible.indexOf(indexOf.get(selected));
+    const next = at < 0 ? (by > 0 ? 0 : visible.length - 1) : Math.max(0, Math.min(visible.length - 1, at + by));
+    const id = calls[visible[next]][C.id];
+    select(id, { quiet: true });
+    scrollRowIntoView(id);
+    renderRows(false);
+    showInTimeline(id);
+  }
+  document.addEventListener("keydown", function (e) {
+    if (e.ctrlKey || e.metaKey || e.altKey || e.defaultPrevented) return;
+    const target = e.target;
+    const tag = target && target.tagName ? target.tagName.toLowerCase() : "";
+    if (tag === "input" || tag === "select" || tag === "textarea" || (target && target.isContentEditable)) {
+      if (e.key === "Escape" && tag === "input") target.blur();
+      return;
+    }
+    const onButton = tag === "button" || tag === "a" || tag === "summary";
+    let done = true;
+    switch (e.key) {
+      case "ArrowDown": case "j": step(1); break;
+      case "ArrowUp": case "k": step(-1); break;
+      case "ArrowLeft": case "ArrowRight": {
+        const shift = (e.key === "ArrowLeft" ? -0.2 : 0.2) * (view.to - view.from);
+        view.from += shift; view.to += shift; drawTimeline(); writeHash(); break;
+      }
+      case "+": case "=": zoomBy(0.6); break;
+      case "-": case "_": zoomBy(1 / 0.6); break;
+      case "Enter": if (onButton) done = false; else zoomToSelected(); break;
+      case "Escape":
+        if (drag) { drag = null; drawTimeline(); } else { fullView(); view.rowScroll = 0; drawTimeline(); writeHash(); }
+        break;
+      case "/": controls.q.focus(); break;
+      default: done = false;
+    }
+    if (done) e.preventDefault();
+  });
+
+  // ---- the address: #call=…&outcome=…&q=…&zoom=from~to (ms after the first call) ---------------
+  const HASH_KEYS = ["outcome", "layer", "method", "tool", "session", "flag", "set", "q"];
+  let written = null;
+  let restoring = true;
+  function writeHash() {
+    if (restoring) return;
+    const params = new URLSearchParams();
+    if (selected !== null) params.set("call", selected);
+    HASH_KEYS.forEach(function (k) { if (controls[k].value) params.set(k, controls[k].value); });
+    if (zoomed()) params.set("zoom", Math.round(toReal(view.from) * 1000) / 1000 + "~" + Math.round(toReal(view.to) * 1000) / 1000);
+    if (gapsShown) params.set("gaps", "shown");
+    const hash = "#" + params.toString();
+    if (hash === (location.hash || "#")) return;
+    written = hash;
+    try { history.replaceState(null, "", hash); } catch (err) { location.replace(hash); }
+  }
+  function readHash() {
+    const params = new URLSearchParams(location.hash.replace(/^#/, ""));
+    HASH_KEYS.forEach(function (k) { controls[k].value = params.get(k) || ""; });
+    setGaps(params.get("gaps") === "shown");
+    const zoom = (params.get("zoom") || "").split("~").map(Number);
+    fullView();
+    if (zoom.length === 2 && isFinite(zoom[0]) && isFinite(zoom[1]) && zoom[1] > zoom[0]) {
+      view.from = toDisplay(zoom[0]); view.to = toDisplay(zoom[1]);
+    }
+    const call = params.get("call");
+    return call && indexOf.has(call) ? call : null;
+  }
+  function restore() {
+    restoring = true;
+    const call = readHash();
+    selected = null;
+    applyFilters();
+    let first = call;
+    if (first === null || !shown[indexOf.get(first)]) {
+      const failure = visible.find(function (i) { return isFailure(calls[i][C.outcome]); });
+      first = failure !== undefined ? calls[failure][C.id] : (visible.length ? calls[visible[0]][C.id] : null);
+    }
+    if (first !== null) { select(first, { quiet: true }); scrollRowIntoView(first); renderRows(false); }
+    drawTimeline();
+    restoring = false;
+    writeHash();
+  }
+  window.addEventListener("hashchange", function () { if (location.hash !== written) restore(); });
+
   window.addEventListener("resize", function () { drawTimeline(); renderRows(false); });
-
   const range = document.getElementById("time-range");
-  const iso = function (seconds) { return new Date(seconds * 1000).toISOString().replace("T", " ").slice(0, 23); };
-  range.textContent = iso(Number(range.dataset.start)) + " – " + iso(Number(range.dataset.end)) + " UTC";
+  const isoSeconds = function (seconds) { return new Date(seconds * 1000).toISOString().replace("T", " ").slice(0, 23); };
+  range.textContent = isoSeconds(Number(range.dataset.start)) + " – " + isoSeconds(Number(range.dataset.end)) + " UTC";
+  document.getElementById("flag-row").hidden = !Object.keys(data.meta.flags).length;
 
-  applyFilters();
-  const firstFailure = calls.find(function (r) { return isFailure(r[C.outcome]); });
-  if (firstFailure) select(firstFailure[C.id]);
+  buildAxis();
+  buildRows();
+  sizeCanvas();
+  fullView();
+  restore();
+  // For tests and for debugging from the console: what is drawn where, read-only copies.
+  window.__report = {
+    bars: function () { return bars.map(function (b) { return { id: b.id, x0: b.x0, x1: b.x1, y: b.y, h: b.h }; }); },
+    rows: function () {
+      return rows.map(function (row, n) {
+        const v = n - view.rowScroll;
+        return { kind: row.kind, label: row.kind === "group" ? row.group.label : data.lanes[row.lane].label,
+          y: v >= 0 && v < rowsShown() ? AXIS + v * LANE : null, h: LANE, collapsed: row.kind === "group" && collapsed.has(row.group.n) };
+      });
+    },
+    view: function () { return { from: toReal(view.from), to: toReal(view.to), gapsShown: gapsShown, idleGaps: idle.length, left: LEFT }; },
+    selected: function () { return selected; },
+    visible: function () { return visible.map(function (i) { return calls[i][C.id]; }); },
+  };
   window.__reportReady = true;
 })();

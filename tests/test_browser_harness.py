@@ -120,3 +120,49 @@ def test_unknown_action_is_a_usage_error(tmp_path: Path) -> None:
     page = write_page(tmp_path, "clean.html", CLEAN_PAGE)
     with pytest.raises(ProcessFailure, match=r"exited with 2(.|\n)*unknown \"do\""):
         inspect_report(page, [{"do": "hover", "selector": "p"}], timeout=30)
+
+
+POINTER_PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>pointer page</title></head>
+<body style="margin:0">
+<div style="height:1400px"></div>
+<div id="pad" style="width:300px;height:100px;background:#eee"></div>
+<script>
+  const log = [];
+  const pad = document.getElementById("pad");
+  const at = (e) => Math.round(e.clientX - pad.getBoundingClientRect().left) + "," +
+    Math.round(e.clientY - pad.getBoundingClientRect().top) + (e.shiftKey ? "+shift" : "");
+  pad.addEventListener("mousedown", (e) => log.push("down " + at(e)));
+  pad.addEventListener("mouseup", (e) => log.push("up " + at(e)));
+  pad.addEventListener("click", () => log.push("click"));
+  window.__log = log;
+  window.__loads = (Number(sessionStorage.getItem("loads") || 0) + 1);
+  sessionStorage.setItem("loads", String(window.__loads));
+  window.__reportReady = true;
+</script>
+</body></html>
+"""
+
+
+def test_mouse_clicks_and_drags_inside_an_element_and_open_loads_a_fragment(tmp_path: Path) -> None:
+    page = write_page(tmp_path, "pointer.html", POINTER_PAGE)
+    result = inspect_report(page, [
+        {"do": "mouse", "selector": "#pad", "points": [[10, 20]]},
+        {"do": "mouse", "selector": "#pad", "points": [[50, 50], [150, 60], [250, 70]], "modifiers": ["Shift"]},
+        {"do": "eval", "expression": "window.__log"},
+        {"do": "open", "fragment": "#call=c1&q=a%20b"},
+        {"do": "eval", "expression": "[location.hash, window.__loads, window.__log.length]"},
+        {"do": "mouse", "selector": "#no-such-pad", "points": [[1, 1]], "timeout_ms": 200},
+    ], timeout=30)  # fmt: skip
+    assert result["page_errors"] == [] and result["requests"] == []
+    oks = [r["ok"] for r in result["results"]]
+    assert oks == [True] * 5 + [False]
+    log = result["results"][2]["value"]
+    assert log == ["down 10,20", "up 10,20", "click", "down 50,50+shift", "up 250,70+shift", "click"]
+    assert result["results"][4]["value"] == ["#call=c1&q=a%20b", 2, 0], "a fresh load of the page at that fragment"
+
+
+def test_mouse_needs_points(tmp_path: Path) -> None:
+    page = write_page(tmp_path, "clean.html", CLEAN_PAGE)
+    with pytest.raises(ProcessFailure, match=r"exited with 2(.|\n)*\"points\""):
+        inspect_report(page, [{"do": "mouse", "selector": "p", "points": []}], timeout=30)

@@ -14,6 +14,15 @@
 //   {"do": "select", "selector": CSS, "value": str}        -> [selected option values] (by value, else label;
 //                                                              fires `input` and `change`)
 //   {"do": "press",  "selector": CSS, "key": "Enter"}      -> null   (focus the first match, press a key)
+//   {"do": "mouse",  "selector": CSS, "points": [[x, y], ...], "modifiers": ["Shift"]}
+//                                                          -> null   (real mouse, points relative to the first
+//                                                              match's top left corner: one point clicks there;
+//                                                              more press at the first, move through the others
+//                                                              and release at the last; modifiers held throughout;
+//                                                              the match is scrolled into view first)
+//   {"do": "open",   "fragment": "#a=1"}                   -> null   (load the report again, from a blank page, at
+//                                                              its URL with this fragment; waits for
+//                                                              window.__reportReady up to the ready timeout)
 //   {"do": "eval",   "expression": JS}                     -> JSON value of a page expression (promises awaited;
 //                                                              undefined -> null)
 //   {"do": "screenshot", "path": PNG, "full_page": true}   -> the path written
@@ -85,6 +94,8 @@ const NEEDS = {
     fill: { selector: 'string', value: 'string' },
     select: { selector: 'string', value: 'string' },
     press: { selector: 'string', key: 'string' },
+    mouse: { selector: 'string' },
+    open: { fragment: 'string' },
     eval: { expression: 'string' },
     screenshot: { path: 'string' },
     wait: {},
@@ -123,6 +134,16 @@ function checkActions(actions) {
             }
             if (action.state !== undefined && !WAIT_STATES.has(action.state)) {
                 usageError(`${where}: "state" must be one of ${[...WAIT_STATES].join(', ')}`);
+            }
+        }
+        if (action.do === 'mouse') {
+            const point = (p) => Array.isArray(p) && p.length === 2 && p.every(Number.isFinite);
+            if (!Array.isArray(action.points) || action.points.length === 0 || !action.points.every(point)) {
+                usageError(`${where}: "points" must be a non-empty array of [x, y] numbers`);
+            }
+            const known = ['Alt', 'Control', 'Meta', 'Shift'];
+            if (action.modifiers !== undefined && !(Array.isArray(action.modifiers) && action.modifiers.every((m) => known.includes(m)))) {
+                usageError(`${where}: "modifiers" must be an array of ${known.join(', ')}`);
             }
         }
         if (action.limit !== undefined && !(Number.isInteger(action.limit) && action.limit >= 0)) {
@@ -226,7 +247,42 @@ function jsonValue(v) {
 
 const sleep = (ms) => new Promise((done) => setTimeout(done, ms));
 
-async function runAction(page, action, actionTimeoutMs) {
+async function mouse(page, action, timeout) {
+    const target = page.locator(action.selector).first();
+    await target.waitFor({ state: 'visible', timeout });
+    await target.scrollIntoViewIfNeeded({ timeout });
+    const box = await target.boundingBox({ timeout });
+    if (box === null) {
+        throw new Error(`${action.selector} has no box on the page`);
+    }
+    const at = ([x, y]) => [box.x + x, box.y + y];
+    const modifiers = action.modifiers ?? [];
+    for (const key of modifiers) {
+        await page.keyboard.down(key);
+    }
+    try {
+        const [first, ...rest] = action.points.map(at);
+        await page.mouse.move(...first);
+        await page.mouse.down();
+        for (const point of rest) {
+            await page.mouse.move(...point, { steps: 5 });
+        }
+        await page.mouse.up();
+    } finally {
+        for (const key of modifiers.reverse()) {
+            await page.keyboard.up(key);
+        }
+    }
+}
+
+async function open(page, url, readyTimeoutMs) {
+    // From a blank page: only a fragment's change would not load the document again.
+    await page.goto('about:blank');
+    await page.goto(url, { waitUntil: 'commit', timeout: readyTimeoutMs });
+    await page.waitForFunction(() => window.__reportReady === true, null, { timeout: readyTimeoutMs, polling: 50 });
+}
+
+async function runAction(page, action, actionTimeoutMs, context) {
     const timeout = action.timeout_ms ?? actionTimeoutMs;
     const first = () => page.locator(action.selector).first();
     switch (action.do) {
@@ -252,6 +308,12 @@ async function runAction(page, action, actionTimeoutMs) {
             return first().selectOption(action.value, { timeout });
         case 'press':
             await first().press(action.key, { timeout });
+            return null;
+        case 'mouse':
+            await mouse(page, action, timeout);
+            return null;
+        case 'open':
+            await open(page, context.reportUrl + action.fragment, context.readyTimeoutMs);
             return null;
         case 'eval':
             return jsonValue(await page.evaluate(action.expression));
@@ -371,7 +433,10 @@ async function main() {
 
         for (const action of opts.actions) {
             try {
-                const value = await runAction(page, action, opts.actionTimeoutMs);
+                const value = await runAction(page, action, opts.actionTimeoutMs, {
+                    reportUrl,
+                    readyTimeoutMs: opts.readyTimeoutMs,
+                });
                 out.results.push({ ok: true, value: jsonValue(value), error: null });
             } catch (err) {
                 out.results.push({ ok: false, value: null, error: errorText(err) });

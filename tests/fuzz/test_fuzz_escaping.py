@@ -7,6 +7,7 @@ with every string inside the JSON data. A few examples are opened in real Chromi
 
 from __future__ import annotations
 
+import json
 import tempfile
 from pathlib import Path
 
@@ -33,14 +34,18 @@ def test_captured_text_stays_data(c: properties.Captured) -> None:
 @given(properties.captured)
 def test_captured_text_in_chromium(c: properties.Captured) -> None:
     page = properties.check_escaping(c)
+    # The calls' ids name their flows (analyzer/call_ids.py): read them from the page's own data.
+    start = page.index(properties.PAYLOAD_OPEN) + len(properties.PAYLOAD_OPEN)
+    ids = [row[0] for row in json.loads(page[start : page.index("</script>", start)])["calls"]]
+    assert len(ids) == 5
     with tempfile.TemporaryDirectory(prefix="fuzz-browser-") as tmp:
         report = Path(tmp) / "report.html"
         report.write_text(page, encoding="utf-8")
         actions = []
-        for number in range(1, 6):
+        for call_id in ids:
             actions += [
-                {"do": "fill", "selector": "#search", "value": f"c{number}"},
-                {"do": "click", "selector": f'#table-rows .row[data-call-id="c{number}"]'},
+                {"do": "fill", "selector": "#search", "value": call_id},
+                {"do": "click", "selector": f'#table-rows .row[data-call-id="{call_id}"]'},
                 {"do": "eval", "expression": "document.getElementById('details').textContent"},
             ]
         actions.append({"do": "eval", "expression": "document.querySelector('header').textContent"})

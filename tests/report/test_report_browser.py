@@ -49,7 +49,7 @@ def test_filter_narrows_the_table(sample_report: tuple[Path, dict[str, Any]]) ->
         {"do": "count", "selector": "#table-rows .row"},
         {"do": "texts", "selector": "#table-rows .row .pill"},
         {"do": "fill", "selector": "#search", "value": "write_record"},
-        {"do": "texts", "selector": "#table-rows .row span:nth-child(5)"},
+        {"do": "texts", "selector": "#table-rows .row span:nth-child(6)"},  # the tool column
     ])  # fmt: skip
     _, count, pills, _, tools = (r["value"] for r in seen["results"])
     assert 0 < expected < len(data["calls"]) and count == expected

@@ -115,5 +115,8 @@ def test_header_counts_writes_executed_more_than_once(tmp_path: Path) -> None:
     (duplicate,) = data["meta"]["duplicate_executions"]
     assert duplicate["tool"] == "write_record" and len(duplicate["calls"]) == 2
     html = report.read_text(encoding="utf-8")
-    assert re.search(r'<div class="card bad"[^>]*><div class="n">1</div>writes executed more than once', html)
+    card = (
+        r'<button type="button" class="card bad" data-set="duplicate"[^>]*><span class="n">1</span>writes executed more'
+    )
+    assert re.search(card, html)
     assert "write_record (arguments" in html

@@ -1,0 +1,442 @@
+"""The report read at any scale, in real headless Chromium: wall-clock UTC times, idle gaps folded, lanes
+grouped, drag-to-zoom, keyboard, card filters, search over bodies, details that follow the filter, retry chains
+drawn as attempts, timeout anatomy, and links (the URL fragment) that open the same view."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs
+
+import pytest
+
+from mcp_blackbox.analyzer.report import write_report
+from tests.analyzer.flows import exchange, result, rpc, text_result, tool_call, write
+from tests.support.browser import inspect_report
+
+SAMPLES = sorted((Path(__file__).resolve().parents[2] / "sample_captures").glob("*.flows"))
+AT = 1_700_000_000.0  # 2023-11-14 22:13:20 UTC
+BODY_ONLY = "zebra-quokka-17"  # a string only a response body holds
+BARS = "window.__report.bars()"
+VIEW = "window.__report.view()"
+DETAILS_ID = "document.getElementById('details').dataset.callId || null"
+COUNT = "document.getElementById('count').textContent"
+EXPLAINED = (
+    "Array.from(document.querySelectorAll('.card'), c => c).filter(c => c.querySelector('.why'))"
+    + ".map(c => [c.textContent, c.title])"
+)
+METHOD_TITLES = "[...document.querySelectorAll('#table-rows .row span:nth-child(5)')].map(s => s.title)"
+ROW_IDS = "Array.from(document.querySelectorAll('#table-rows .row')).map(r => r.dataset.callId)"
+
+
+@pytest.fixture(scope="module")
+def sample_report(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
+    path = tmp_path_factory.mktemp("review") / "report.html"
+    return path, write_report(SAMPLES, path)
+
+
+def column(data: dict[str, Any], name: str) -> list[Any]:
+    index = data["columns"].index(name)
+    return [row[index] for row in data["calls"]]
+
+
+def values(seen: dict[str, Any]) -> list[Any]:
+    assert seen["page_errors"] == [] and seen["console_errors"] == [] and seen["requests"] == [], seen
+    assert all(r["ok"] for r in seen["results"]), seen["results"]
+    return [r["value"] for r in seen["results"]]
+
+
+def burst_capture(tmp_path: Path) -> Path:
+    """One call, a 150 s pause, then a burst of 30 sessions of one short call each."""
+    flows = [exchange(tool_call(1, "warmup"), body=result(1, text_result()), at=AT, duration=0.05)]
+    for n in range(30):
+        headers = {"mcp-session-id": f"burst-session-{n:02d}", "user-agent": "burst-client/1"}
+        flows.append(exchange(tool_call(n + 2, "burst"), body=result(n + 2, text_result()), request_headers=headers,
+                              at=AT + 150 + n * 0.06, duration=0.05))  # fmt: skip
+    return write(tmp_path, *flows, name="burst.flows")
+
+
+def mixed_capture(tmp_path: Path) -> Path:
+    """Successes, 503s, a body-only string, a session of its own and an empty server version."""
+    hello = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t"}}
+    initialize = rpc(0, "initialize", hello)
+    info = {"protocolVersion": "2025-06-18", "capabilities": {}, "serverInfo": {"name": "holdout", "version": ""}}
+    session = {"mcp-session-id": "sess-mixed-4711"}
+    return write(
+        tmp_path,
+        exchange(initialize, body=result(0, info), at=AT),
+        exchange(tool_call(1, "echo"), body=result(1, text_result(f"the answer is {BODY_ONLY}")), at=AT + 1),
+        exchange(tool_call(2, "write"), status=503, body=b"busy", content_type="text/plain", at=AT + 2),
+        exchange(tool_call(3, "write"), status=503, body=b"busy", content_type="text/plain", at=AT + 3),
+        exchange(tool_call(4, "echo"), body=result(4, text_result("plain")), request_headers=session, at=AT + 4),
+        exchange(tool_call(5, "echo"), body=result(5, text_result("plain")), at=AT + 5),
+        name="mixed.flows",
+    )
+
+
+def test_a_burst_after_a_long_pause_is_wide_enough_to_click_and_the_toggle_restores_the_scale(tmp_path: Path) -> None:
+    report = tmp_path / "burst.html"
+    data = write_report([burst_capture(tmp_path)], report)
+    burst = [row[0] for row in data["calls"] if row[3] == "burst"]
+    assert len(burst) == 30
+    target = burst[14]
+    widths = f"Object.fromEntries({BARS}.map(b => [b.id, b.x1 - b.x0]))"
+    bar = f"{BARS}.find(b => b.id === '{target}')"
+    center = f"(() => {{ const b = {bar}; return [(b.x0 + b.x1) / 2, b.y + b.h / 2]; }})()"
+    seen = inspect_report(report, [
+        {"do": "eval", "expression": widths},
+        {"do": "eval", "expression": center},
+        {"do": "eval", "expression": "document.getElementById('timeline').dataset.gaps"},
+    ])  # fmt: skip
+    folded, (x, y), gaps = values(seen)
+    assert all(folded[call_id] >= 6 for call_id in burst), {k: folded[k] for k in burst}
+    assert "idle" in gaps and "2 min 30 s" in gaps, gaps
+    seen = inspect_report(report, [
+        {"do": "mouse", "selector": "#timeline", "points": [[x, y]]},
+        {"do": "eval", "expression": DETAILS_ID},
+        {"do": "click", "selector": "#toggle-gaps"},
+        {"do": "eval", "expression": widths},
+        {"do": "eval", "expression": f"{VIEW}.gapsShown"},
+        {"do": "eval", "expression": "document.getElementById('timeline').dataset.gaps"},
+    ])  # fmt: skip
+    _, clicked, _, linear, shown, gaps_after = values(seen)
+    assert clicked == target, "a real click on the bar opens that call"
+    assert shown is True and gaps_after == ""
+    # To scale, 50 ms of a 151 s span is under a pixel: the bars fall back to their 2 px minimum.
+    assert all(linear[call_id] < 3 for call_id in burst), {k: linear[k] for k in burst}
+
+
+def test_lanes_are_grouped_and_a_group_folds_on_click(tmp_path: Path) -> None:
+    report = tmp_path / "burst.html"
+    data = write_report([burst_capture(tmp_path)], report)
+    rows = "window.__report.rows()"
+    seen = inspect_report(report, [{"do": "eval", "expression": rows}])
+    (before,) = values(seen)
+    headers = [r for r in before if r["kind"] == "group"]
+    lanes = [r for r in before if r["kind"] == "lane"]
+    assert len(lanes) == len(data["lanes"]) == 31 and headers and all("burst.flows" in h["label"] for h in headers)
+    assert any(r["label"].startswith("session burst-se") for r in lanes), "lanes named by their session's first digits"
+    sizes = {}
+    for row in before:
+        if row["kind"] == "group":
+            header = row["label"]
+            sizes[header] = 0
+        else:
+            sizes[header] += 1
+    biggest = next(h for h in headers if sizes[h["label"]] == max(sizes.values()))
+    seen = inspect_report(report, [
+        {"do": "mouse", "selector": "#timeline", "points": [[60, biggest["y"] + 8]]},
+        {"do": "eval", "expression": rows},
+        {"do": "eval", "expression": "document.getElementById('timeline').dataset.bars"},
+    ])  # fmt: skip
+    _, after, bars = values(seen)
+    folded = next(r for r in after if r["label"] == biggest["label"])
+    assert folded["collapsed"] is True and len(after) < len(before)
+    assert int(bars) == len(data["calls"]), "a folded group still draws its calls, in its header row"
+
+
+def test_wall_clock_times_in_utc_on_the_axis_the_table_the_tooltip_and_the_details(tmp_path: Path) -> None:
+    report = tmp_path / "mixed.html"
+    data = write_report([mixed_capture(tmp_path)], report)
+    first = data["calls"][0][0]
+    seen = inspect_report(report, [
+        {"do": "eval", "expression": "document.getElementById('timeline').dataset.axis"},
+        {"do": "text", "selector": "h2 .tz"},
+        {"do": "click", "selector": f'#table-rows .row[data-call-id="{first}"]'},
+        {"do": "text", "selector": f'#table-rows .row[data-call-id="{first}"] span:nth-child(2)'},
+        {"do": "text", "selector": "#details .when"},
+    ])  # fmt: skip
+    axis, zone, _, start, when = values(seen)
+    assert re.search(r"\b22:13:2\d\b", axis), axis
+    assert "UTC" in zone
+    assert start == "22:13:20.000"
+    assert when.startswith("2023-11-14 22:13:20.000 UTC")
+
+
+def test_header_names_a_server_without_a_version_by_its_name_alone(tmp_path: Path) -> None:
+    report = tmp_path / "mixed.html"
+    data = write_report([mixed_capture(tmp_path)], report)
+    assert data["meta"]["servers"] == ["holdout"]
+    html = report.read_text(encoding="utf-8")
+    assert "servers: <b>holdout</b>" in html and "holdout/" not in html
+
+
+def test_search_finds_a_session_a_status_and_a_string_only_a_body_holds(tmp_path: Path) -> None:
+    report = tmp_path / "mixed.html"
+    data = write_report([mixed_capture(tmp_path)], report)
+    status = dict(zip(column(data, "id"), column(data, "status"), strict=True))
+    with_503 = {call_id for call_id, s in status.items() if s == 503}
+    echo_body = next(row[0] for row in data["calls"] if row[4] == 1)
+    in_session = next(row[0] for row in data["calls"] if row[4] == 4)
+    seen = inspect_report(report, [
+        {"do": "fill", "selector": "#search", "value": "sess-mixed-4711"},
+        {"do": "eval", "expression": ROW_IDS},
+        {"do": "fill", "selector": "#search", "value": "503"},
+        {"do": "eval", "expression": ROW_IDS},
+        {"do": "fill", "selector": "#search", "value": BODY_ONLY.upper()},
+        {"do": "eval", "expression": ROW_IDS},
+        {"do": "eval", "expression": DETAILS_ID},
+    ])  # fmt: skip
+    _, session_rows, _, status_rows, _, body_rows, shown = values(seen)
+    assert session_rows == [in_session]
+    assert len(with_503) == 2 and with_503 <= set(status_rows) and len(status_rows) < len(status)
+    assert body_rows == [echo_body] and shown == echo_body
+
+
+def test_outcome_cards_filter_the_table_and_timeline_and_clear_on_a_second_click(
+    sample_report: tuple[Path, dict[str, Any]],
+) -> None:
+    path, data = sample_report
+    total = len(data["calls"])
+    expected = column(data, "outcome").count("HTTP_ERROR")
+    seen = inspect_report(path, [
+        {"do": "click", "selector": '.card[data-outcome="HTTP_ERROR"]'},
+        {"do": "eval", "expression": COUNT},
+        {"do": "texts", "selector": "#table-rows .row .pill"},
+        {"do": "eval", "expression": "document.getElementById('timeline').dataset.bars"},
+        {"do": "eval", "expression": "document.querySelector('.card.active').dataset.outcome"},
+        {"do": "eval", "expression": "location.hash"},
+        {"do": "click", "selector": '.card[data-outcome="HTTP_ERROR"]'},
+        {"do": "eval", "expression": COUNT},
+    ])  # fmt: skip
+    _, count, pills, bars, active, hash_, _, cleared = values(seen)
+    assert 0 < expected < total
+    assert count == f"{expected} of {total} calls" and set(pills) == {"HTTP_ERROR"} and int(bars) == expected
+    assert active == "HTTP_ERROR" and "outcome=HTTP_ERROR" in hash_
+    assert cleared == f"{total} of {total} calls"
+
+
+def test_risk_cards_filter_and_say_what_they_count(sample_report: tuple[Path, dict[str, Any]]) -> None:
+    path, data = sample_report
+    groups = {g["retry_group"]: g for g in data["groups"]}
+    unsafe_safety = {s["name"] for s in data["vocabulary"]["safety"] if s["unsafe"]}
+    unsafe = {m for g in groups.values() if g["safety"] in unsafe_safety for m in g["members"]}
+    twice = {m for g in groups.values() if g["may_have_run_twice"] for m in g["members"]}
+    duplicate = set(data["meta"]["duplicate_calls"])
+    assert unsafe and duplicate
+    seen = inspect_report(path, [
+        {"do": "click", "selector": '.card[data-set="unsafe-replay"]'},
+        {"do": "eval", "expression": "window.__report.visible()"},
+        {"do": "click", "selector": '.card[data-set="twice"]'},
+        {"do": "eval", "expression": "window.__report.visible()"},
+        {"do": "click", "selector": '.card[data-set="duplicate"]'},
+        {"do": "eval", "expression": "window.__report.visible()"},
+        {"do": "click", "selector": '.card[data-set=""]'},
+        {"do": "eval", "expression": COUNT},
+        {"do": "eval", "expression": EXPLAINED},
+    ])  # fmt: skip
+    _, shown_unsafe, _, shown_twice, _, shown_duplicate, _, count, explained = values(seen)
+    assert set(shown_unsafe) == unsafe and set(shown_twice) == twice and set(shown_duplicate) == duplicate
+    assert count.startswith(f"{len(data['calls'])} of")
+    descriptions = {f["name"]: f["description"] for f in data["vocabulary"]["flags"]}
+    unsafe_text = next(s["description"] for s in data["vocabulary"]["safety"] if s["unsafe"])
+    texts = " ".join(text for text, _ in explained)
+    assert unsafe_text in texts and descriptions["DUPLICATE_EXECUTION"] in texts
+    assert "may have run twice" in texts
+    if "UNSAFE_RETRY" in data["meta"]["flags"]:
+        assert descriptions["UNSAFE_RETRY"] in texts
+    assert all(title for _, title in explained), "each explained card has its tooltip too"
+
+
+def test_unsafe_retry_flag_card_explains_itself(tmp_path: Path) -> None:
+    report = tmp_path / "retry.html"
+    data = write_report([p for p in SAMPLES if p.name == "py-app-retry-after-503.flows"], report)
+    assert "UNSAFE_RETRY" in data["meta"]["flags"]
+    description = next(f["description"] for f in data["vocabulary"]["flags"] if f["name"] == "UNSAFE_RETRY")
+    seen = inspect_report(report, [
+        {"do": "text", "selector": '.card[data-flag="UNSAFE_RETRY"]'},
+        {"do": "eval", "expression": "document.querySelector('.card[data-flag=\"UNSAFE_RETRY\"]').title"},
+        {"do": "click", "selector": '.card[data-flag="UNSAFE_RETRY"]'},
+        {"do": "texts", "selector": "#table-rows .row span:nth-child(9)"},
+    ])  # fmt: skip
+    text, title, _, verdicts = values(seen)
+    assert description in text and description in title
+    assert verdicts and all("UNSAFE_RETRY" in v for v in verdicts)
+
+
+def test_a_link_opens_the_same_call_and_filters_and_selecting_rewrites_it(
+    sample_report: tuple[Path, dict[str, Any]],
+) -> None:
+    path, data = sample_report
+    status = column(data, "status")
+    errors = [row[0] for row, s in zip(data["calls"], status, strict=True) if row[5] == "HTTP_ERROR" and s == 503]
+    target = errors[-1]
+    other = next(row[0] for row in data["calls"] if row[5] == "HTTP_ERROR" and row[0] != target)
+    fragment = f"#call={target}&outcome=HTTP_ERROR&q=503&zoom=0~600000"
+    seen = inspect_report(path, [
+        {"do": "open", "fragment": fragment},
+        {"do": "eval", "expression": DETAILS_ID},
+        {"do": "eval", "expression": "['f-outcome', 'search'].map(id => document.getElementById(id).value)"},
+        {"do": "eval", "expression": ROW_IDS},
+        {"do": "eval", "expression": VIEW},
+        {"do": "eval", "expression": "document.querySelector('#table-rows .row.selected').dataset.callId"},
+        {"do": "fill", "selector": "#search", "value": ""},
+        {"do": "click", "selector": f'#table-rows .row[data-call-id="{other}"]'},
+        {"do": "eval", "expression": "location.hash"},
+        {"do": "eval", "expression": DETAILS_ID},
+    ])  # fmt: skip
+    _, opened, filters, rows, view, highlighted, _, _, hash_, now = values(seen)
+    assert opened == target and highlighted == target
+    assert filters == ["HTTP_ERROR", "503"]
+    assert target in rows and all(r in {row[0] for row in data["calls"] if row[5] == "HTTP_ERROR"} for r in rows)
+    assert abs(view["from"]) < 1 and abs(view["to"] - 600_000) < 1
+    params = parse_qs(hash_[1:])
+    assert params["call"] == [other] and now == other and params["outcome"] == ["HTTP_ERROR"] and "q" not in params
+
+
+def test_drag_zooms_to_the_range_and_reset_zoom_undoes_it(sample_report: tuple[Path, dict[str, Any]]) -> None:
+    path, data = sample_report
+    seen = inspect_report(path, [
+        {"do": "eval", "expression": VIEW},
+        {"do": "eval", "expression": "document.getElementById('timeline').dataset.bars"},
+        {"do": "mouse", "selector": "#timeline", "points": [[400, 30], [520, 40], [640, 40]]},
+        {"do": "eval", "expression": VIEW},
+        {"do": "eval", "expression": "document.getElementById('timeline').dataset.bars"},
+        {"do": "eval", "expression": "location.hash"},
+        {"do": "eval", "expression": DETAILS_ID},
+        {"do": "click", "selector": "#reset-zoom"},
+        {"do": "eval", "expression": VIEW},
+    ])  # fmt: skip
+    before, bars_before, _, after, bars_after, hash_, selected, _, reset = values(seen)
+    assert after["to"] - after["from"] < (before["to"] - before["from"]) / 3
+    assert before["from"] <= after["from"] < after["to"] <= before["to"]
+    assert int(bars_after) < int(bars_before) == len(data["calls"])
+    assert "zoom=" in hash_ and selected is not None, "a drag is no click: the selection stays"
+    assert reset == before
+
+
+def test_shift_drag_pans_without_zooming(sample_report: tuple[Path, dict[str, Any]]) -> None:
+    path, _ = sample_report
+    seen = inspect_report(path, [
+        {"do": "eval", "expression": VIEW},
+        {"do": "mouse", "selector": "#timeline", "points": [[600, 40], [400, 40]], "modifiers": ["Shift"]},
+        {"do": "eval", "expression": VIEW},
+    ])  # fmt: skip
+    before, _, after = values(seen)
+    width = before["to"] - before["from"]
+    assert after["from"] > before["from"]
+    assert after["to"] - after["from"] == pytest.approx(width, rel=0.05)
+
+
+def test_keyboard_moves_through_the_table_and_zooms(sample_report: tuple[Path, dict[str, Any]]) -> None:
+    path, data = sample_report
+    ids = column(data, "id")
+    seen = inspect_report(path, [
+        {"do": "click", "selector": f'#table-rows .row[data-call-id="{ids[0]}"]'},
+        {"do": "press", "selector": "body", "key": "ArrowDown"},
+        {"do": "eval", "expression": DETAILS_ID},
+        {"do": "press", "selector": "body", "key": "j"},
+        {"do": "press", "selector": "body", "key": "j"},
+        {"do": "eval", "expression": DETAILS_ID},
+        {"do": "press", "selector": "body", "key": "k"},
+        {"do": "eval", "expression": DETAILS_ID},
+        {"do": "eval", "expression": "document.querySelector('#table-rows .row.selected').dataset.callId"},
+        {"do": "eval", "expression": VIEW},
+        {"do": "press", "selector": "body", "key": "+"},
+        {"do": "eval", "expression": VIEW},
+        {"do": "press", "selector": "body", "key": "Escape"},
+        {"do": "eval", "expression": VIEW},
+        {"do": "press", "selector": "body", "key": "Enter"},
+        {"do": "eval", "expression": VIEW},
+    ])  # fmt: skip
+    got = values(seen)
+    assert got[2] == ids[1] and got[5] == ids[3] and got[7] == ids[2] and got[8] == ids[2]
+    full, plus, escaped, entered = got[9], got[11], got[13], got[15]
+    assert plus["to"] - plus["from"] < (full["to"] - full["from"]) * 0.7
+    assert escaped == full
+    t0 = column(data, "t0")[2]
+    assert entered["from"] <= t0 <= entered["to"] and entered["to"] - entered["from"] < 60_000
+
+
+def test_details_follow_the_filter(sample_report: tuple[Path, dict[str, Any]]) -> None:
+    path, data = sample_report
+    outcomes = dict(zip(column(data, "id"), column(data, "outcome"), strict=True))
+    seen = inspect_report(path, [
+        {"do": "eval", "expression": DETAILS_ID},
+        {"do": "select", "selector": "#f-outcome", "value": "SUCCESS"},
+        {"do": "eval", "expression": DETAILS_ID},
+        {"do": "eval", "expression": ROW_IDS},
+        {"do": "fill", "selector": "#search", "value": "no call holds this text"},
+        {"do": "text", "selector": "#details"},
+        {"do": "eval", "expression": DETAILS_ID},
+    ])  # fmt: skip
+    opened, _, followed, rows, _, empty_text, empty_id = values(seen)
+    assert outcomes[opened] != "SUCCESS"
+    assert followed == rows[0] and outcomes[followed] == "SUCCESS"
+    assert "No call matches" in empty_text and empty_id is None
+
+
+def test_retry_chain_is_drawn_as_attempts_that_select_each_other(sample_report: tuple[Path, dict[str, Any]]) -> None:
+    path, data = sample_report
+    group = max(data["groups"], key=lambda g: g["attempts"])
+    first, second = group["members"][:2]
+    seen = inspect_report(path, [
+        {"do": "fill", "selector": "#search", "value": first},
+        {"do": "click", "selector": f'#table-rows .row[data-call-id="{first}"]'},
+        {"do": "eval", "expression": "[...document.querySelectorAll('#details .attempt')].map(a => a.dataset.callId)"},
+        {"do": "eval", "expression": "getComputedStyle(document.querySelector('#details .attempt')).borderLeftColor"},
+        {"do": "click", "selector": f'#details .attempt[data-call-id="{second}"]'},
+        {"do": "eval", "expression": DETAILS_ID},
+        {"do": "eval", "expression": "document.querySelector('#details .attempt.current').dataset.callId"},
+    ])  # fmt: skip
+    _, _, boxes, colour, _, now, current = values(seen)
+    assert boxes[: len(group["members"])] == group["members"]
+    assert colour != "rgb(0, 0, 0)"
+    assert now == second and current == second
+
+
+def test_duplicate_execution_and_timeout_anatomy_in_the_details(sample_report: tuple[Path, dict[str, Any]]) -> None:
+    path, data = sample_report
+    (duplicate,) = data["meta"]["duplicate_executions"]
+    anatomy_id, anatomy = next(iter(data["anatomy"].items()))
+    seen = inspect_report(path, [
+        {"do": "fill", "selector": "#search", "value": duplicate["calls"][1]},
+        {"do": "click", "selector": f'#table-rows .row[data-call-id="{duplicate["calls"][1]}"]'},
+        {"do": "eval", "expression": "Array.from(document.querySelectorAll('#details h4')).map(h => h.textContent)"},
+        {"do": "fill", "selector": "#search", "value": anatomy_id},
+        {"do": "click", "selector": f'#table-rows .row[data-call-id="{anatomy_id}"]'},
+        {"do": "text", "selector": "#details .anatomy"},
+    ])  # fmt: skip
+    _, _, headings, _, _, shown = values(seen)
+    assert any(h.startswith(f"Ran more than once: {duplicate['tool']}") for h in headings), headings
+    ending = next(e for e in data["vocabulary"]["endings"] if e["name"] == anatomy["ended_by"])
+    assert anatomy["sentence"] in shown and ending["description"] in shown
+
+
+def test_table_cells_are_not_cut_without_their_full_text(tmp_path: Path) -> None:
+    samples = Path(__file__).resolve().parents[2] / "sample_captures"
+    report = tmp_path / "cut.html"
+    data = write_report([samples / "py-2025-cut-2026-no-resume.flows"], report)
+    cut = next(row[0] for row in data["calls"] if row[5] == "STREAM_INCOMPLETE")
+    fits = f"""(() => {{
+        const row = document.querySelector('#table-rows .row[data-call-id="{cut}"]');
+        const pill = row.querySelector('.pill'), cell = pill.parentElement;
+        return [pill.getBoundingClientRect().right <= cell.getBoundingClientRect().right + 0.5, pill.title,
+                Array.from(row.children).filter(c => c.scrollWidth > c.clientWidth + 1 && !c.title).length];
+    }})()"""
+    line = """(() => { const l = document.querySelector('#details .request-line');
+        const heading = l.previousElementSibling;
+        return [l.textContent, getComputedStyle(l).textTransform, getComputedStyle(heading).textTransform]; })()"""
+    seen = inspect_report(report, [
+        {"do": "fill", "selector": "#search", "value": cut},
+        {"do": "click", "selector": f'#table-rows .row[data-call-id="{cut}"]'},
+        {"do": "eval", "expression": fits},
+        {"do": "eval", "expression": line},
+        {"do": "eval", "expression": METHOD_TITLES},
+    ], viewport=(1280, 900))  # fmt: skip
+    _, _, (inside, title, cut_without_title), (text, transform, heading), titles = values(seen)
+    assert inside and title == "STREAM_INCOMPLETE" and cut_without_title == 0
+    request = data["details"][cut]["exchanges"][0]["request"]["line"]
+    assert text == request and transform == "none" and heading == "none"
+    assert titles and all(titles)
+
+
+def test_report_data_carries_anatomy_and_lane_groups(sample_report: tuple[Path, dict[str, Any]]) -> None:
+    _, data = sample_report
+    assert data["anatomy"] and all(a["sentence"] and a["ended_by"] for a in data["anatomy"].values())
+    ids = set(column(data, "id"))
+    assert set(data["anatomy"]) <= ids
+    assert {lane["group"] for lane in data["lanes"]} == set(range(len(data["lane_groups"])))
+    assert json.dumps(data["lane_groups"])  # plain data
