@@ -27,7 +27,6 @@ from mcp_blackbox.analyzer.vocabulary import Safety, is_failure
 MIN_LATENCY_CALLS = 5  # calls of a tool on each side before its p95 may count as a regression
 DEFAULT_LATENCY_RATIO = 2.0
 
-GREW = {"retries": "more retries", "twice": "write run twice", "unsafe": "unsafe replay"}
 Key = tuple[str, str, str, str]  # server, method, tool, arguments digest
 
 
@@ -80,10 +79,10 @@ def diff(before: Side, after: Side, *, latency_ratio: float = DEFAULT_LATENCY_RA
     retries = _counted_changes(before.retries, after.retries, lambda key: f"{key[0]}: {key[1]}")
     twice = _counted_changes(before.twice, after.twice, lambda key: f"{key[0]} (arguments {key[1][:10]})")
     unsafe = _counted_changes(before.unsafe, after.unsafe, str)
-    grew = [(name, r) for name, rows in (("retries", retries), ("twice", twice), ("unsafe", unsafe)) for r in rows
-            if r["after"] > r["before"]]  # fmt: skip
+    grew = [(name, r) for name, rows in (("more retries", retries), ("write run twice", twice),
+            ("unsafe replay", unsafe)) for r in rows if r["after"] > r["before"]]  # fmt: skip
     regressions = [f"new failure: {c['after']['call_id']} {c['what']} {c['after']['outcome']}" for c in new_failures]
-    regressions += [f"{GREW[name]}: {r['what']} ({r['before']} -> {r['after']})" for name, r in grew]
+    regressions += [f"{name}: {r['what']} ({r['before']} -> {r['after']})" for name, r in grew]
     regressions += [
         f"slower: {t['tool']} p95 {t['before']['p95']} -> {t['after']['p95']} ms" for t in latency if t["slower"]
     ]
@@ -183,19 +182,19 @@ def _latency(before: Iterable[dict[str, Any]], after: Iterable[dict[str, Any]], 
     rows = []
     for tool in sorted(set(was) | set(now)):
         b, a = was.get(tool, []), now.get(tool, [])
-        row = {
-            "tool": tool,
-            "before": {"calls": len(b), "p50": percentile(b, 50), "p95": percentile(b, 95)},
-            "after": {"calls": len(a), "p50": percentile(a, 50), "p95": percentile(a, 95)},
-        }
+        p95_before, p95_after = percentile(b, 95), percentile(a, 95)
         enough = len(b) >= MIN_LATENCY_CALLS and len(a) >= MIN_LATENCY_CALLS
-        p95_before, p95_after = row["before"]["p95"], row["after"]["p95"]
-        row["slower"] = bool(
+        slower = (
             ratio > 0
             and enough
             and p95_before is not None
             and p95_after is not None
             and p95_after > ratio * max(p95_before, 1.0)  # below 1 ms, noise
         )
-        rows.append(row)
+        rows.append({
+            "tool": tool,
+            "before": {"calls": len(b), "p50": percentile(b, 50), "p95": p95_before},
+            "after": {"calls": len(a), "p50": percentile(a, 50), "p95": p95_after},
+            "slower": slower,
+        })  # fmt: skip
     return rows

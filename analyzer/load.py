@@ -178,7 +178,8 @@ def _read_har(handle: io.BufferedReader, source: str, report: LoadReport, keep_a
 def _har_flow_id(index: int, entry: dict[str, Any]) -> str:
     """The converter makes a new random flow id on every load; call ids are named after flow ids
     (analyzer/call_ids.py) and must not change between loads: a UUID from the entry's place and start."""
-    request = entry.get("request") if isinstance(entry.get("request"), dict) else {}
+    request = entry.get("request")
+    request = request if isinstance(request, dict) else {}
     key = f"{index}\0{entry.get('startedDateTime')}\0{request.get('method')}\0{request.get('url')}"
     return str(uuid.UUID(bytes=hashlib.sha256(key.encode("utf-8", "surrogatepass")).digest()[:16], version=4))
 

@@ -36,8 +36,9 @@ def summary_text(analysis: Analysis, width: int = 80) -> str:
             flags = f" [{', '.join(call['flags'])}]" if call["flags"] else ""
             lines += wrap(f"  {call['call_id']} {what} id={call['jsonrpc_id']} {call['outcome']}{flags}", width)
             if call["evidence"]:
-                # Evidence quotes what servers said: redacted, like the export and the report.
-                lines.append(cut(f"{INDENT}{redact_text(call['evidence'][-1])}", width))
+                # Evidence quotes what servers said: redacted, like the export and the report; wrapped, never
+                # cut: the reason is what the reader came for.
+                lines += wrap(f"{INDENT}{redact_text(call['evidence'][-1])}", width)
     if analysis.duplicate_executions:
         lines += ["", *wrap("writes executed more than once (same client, same arguments):", width)]
         for duplicate in analysis.duplicate_executions:
