@@ -166,9 +166,13 @@ def run_summary(args: argparse.Namespace) -> int:
     if args.format == "markdown":
         from mcp_blackbox.analyzer.summary_markdown import summary_markdown
 
-        sys.stdout.write(summary_markdown(analysis, args.captures, redact=not args.no_redact))
+        text = summary_markdown(analysis, args.captures, redact=not args.no_redact)
     else:
-        print(summary_text(analysis))
+        text = summary_text(analysis) + "\n"
+    if args.output == "-":
+        sys.stdout.write(text)
+    else:
+        Path(args.output).write_text(text, encoding="utf-8", errors="backslashreplace")
     return 0
 
 
@@ -306,6 +310,7 @@ def build_parser() -> argparse.ArgumentParser:
         "could not show; calls named by their stable ids",
     )
     summary.add_argument("--no-redact", action="store_true", help="keep secrets in quoted errors (markdown)")
+    summary.add_argument("-o", "--output", default="-", metavar="FILE", help="output file, - for stdout (default)")
     summary.set_defaults(run=run_summary)
 
     compare = commands.add_parser(
