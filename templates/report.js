@@ -518,23 +518,11 @@
     const X = function (d) { return LEFT + (d - view.from) * scale; };
     const shownRows = rowsShown();
     ctx.font = "11px sans-serif"; ctx.textBaseline = "alphabetic";
-    // rows
+    // rows: backgrounds now, labels after the folded gaps so that no break mark covers them
     for (let v = 0; v < shownRows && v + view.rowScroll < rows.length; v++) {
-      const row = rows[v + view.rowScroll], y = AXIS + v * LANE;
-      if (row.kind === "group") {
-        ctx.fillStyle = "#e9edf5"; ctx.fillRect(0, y, width, LANE);
-        ctx.fillStyle = "#1d2330"; ctx.font = "bold 11px sans-serif";
-        const g = row.group, folded = collapsed.has(g.n);
-        const text = (folded ? "▸ " : "▾ ") + g.label + " · " + g.lanes.length + " lane" + (g.lanes.length === 1 ? "" : "s") + ", " + g.calls + " call" + (g.calls === 1 ? "" : "s");
-        ctx.save(); ctx.beginPath(); ctx.rect(0, y, folded ? LEFT - 4 : width, LANE); ctx.clip();
-        ctx.fillText(text, 4, y + 12); ctx.restore();
-        ctx.font = "11px sans-serif";
-      } else {
-        ctx.fillStyle = v % 2 ? "#fcfcfd" : "#f5f6f8"; ctx.fillRect(0, y, width, LANE);
-        ctx.fillStyle = "#475467";
-        ctx.save(); ctx.beginPath(); ctx.rect(0, y, LEFT - 4, LANE); ctx.clip();
-        ctx.fillText(data.lanes[row.lane].label, 14, y + 12); ctx.restore();
-      }
+      const y = AXIS + v * LANE;
+      ctx.fillStyle = rows[v + view.rowScroll].kind === "group" ? "#e9edf5" : v % 2 ? "#fcfcfd" : "#f5f6f8";
+      ctx.fillRect(0, y, width, LANE);
     }
     ctx.save(); ctx.beginPath(); ctx.rect(LEFT, 0, width - LEFT, height); ctx.clip();
     // folded idle gaps: a hatched break with a zig-zag and what was left out
@@ -581,6 +569,22 @@
       }
     });
     ctx.restore();
+    for (let v = 0; v < shownRows && v + view.rowScroll < rows.length; v++) {
+      const row = rows[v + view.rowScroll], y = AXIS + v * LANE;
+      if (row.kind === "group") {
+        const g = row.group, folded = collapsed.has(g.n);
+        const text = (folded ? "▸ " : "▾ ") + g.label + " · " + g.lanes.length + " lane" + (g.lanes.length === 1 ? "" : "s") + ", " + g.calls + " call" + (g.calls === 1 ? "" : "s");
+        ctx.font = "bold 11px sans-serif";
+        ctx.save(); ctx.beginPath(); ctx.rect(0, y, folded ? LEFT - 4 : width, LANE); ctx.clip();
+        if (!folded) { ctx.fillStyle = "rgba(233, 237, 245, 0.85)"; ctx.fillRect(0, y, ctx.measureText(text).width + 10, LANE); }
+        ctx.fillStyle = "#1d2330"; ctx.fillText(text, 4, y + 12); ctx.restore();
+        ctx.font = "11px sans-serif";
+      } else {
+        ctx.fillStyle = "#475467";
+        ctx.save(); ctx.beginPath(); ctx.rect(0, y, LEFT - 4, LANE); ctx.clip();
+        ctx.fillText(data.lanes[row.lane].label, 14, y + 12); ctx.restore();
+      }
+    }
     ctx.fillStyle = "#1d2330"; ctx.font = "bold 11px sans-serif";
     ctx.fillText("UTC " + day(Math.max(0, toReal(view.from))), 4, 11);
     ctx.font = "11px sans-serif";
