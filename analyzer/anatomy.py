@@ -94,6 +94,12 @@ def describe(anatomy: dict[str, Any]) -> str:
     return "; ".join(parts)
 
 
+def ending_in_brief(anatomy: dict[str, Any]) -> str:
+    """Who ended it and when: ``server-cut after 56 ms (upstream-error ...)``."""
+    detail = f" ({anatomy['detail']})" if anatomy["detail"] else ""
+    return f"{anatomy['ended_by']} after {_seconds(anatomy['waited_ms'])}{detail}"
+
+
 def _seconds(ms: float | None) -> str:
     if ms is None:
         return "an unknown time"

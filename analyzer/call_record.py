@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from mcp_blackbox.analyzer.anatomy import ending
+from mcp_blackbox.analyzer.anatomy import ending, ending_in_brief
 from mcp_blackbox.analyzer.records import Call
+from mcp_blackbox.analyzer.vocabulary import Outcome
 from mcp_blackbox.analyzer.wallclock import iso_utc
 
 COLUMNS = [
@@ -20,6 +21,7 @@ COLUMNS = [
     "http_status",
     "error_code",
     "error_message",
+    "reason",
     "result_excerpt",
     "flags",
     "t_start",
@@ -45,6 +47,7 @@ COLUMNS = [
 
 def call_record(call: Call, version: str | None) -> dict[str, Any]:
     exchange = call.exchange
+    anatomy = ending(call)
     t_end = call.t_end
     from_streams = [m for m in (*call.responses, *call.notifications) if m.exchange.is_event_stream]
     return {
@@ -59,6 +62,7 @@ def call_record(call: Call, version: str | None) -> dict[str, Any]:
         "http_status": exchange.status,
         "error_code": call.error_code,
         "error_message": call.error_message,
+        "reason": reason(call, anatomy),
         "result_excerpt": _result_excerpt(call),
         "flags": list(call.flags),
         "t_start": call.request.t,
@@ -66,7 +70,7 @@ def call_record(call: Call, version: str | None) -> dict[str, Any]:
         "started_at": iso_utc(call.request.t),
         "ended_at": iso_utc(t_end),
         "duration_ms": round((t_end - call.request.t) * 1000, 3) if t_end is not None else None,
-        "ending": ending(call),
+        "ending": anatomy,
         "sse_events": len(from_streams),
         "exchanges": [e.flow_id for e in call.exchanges],
         "retry_group": call.retry_group,
@@ -87,3 +91,22 @@ def _result_excerpt(call: Call) -> str | None:
     """The start of the result's first text block (at most analyzer.slim.TEXT_LIMIT characters)."""
     shape = call.responses[0].shape if call.responses else None
     return shape.first_text if shape is not None else None
+
+
+def reason(call: Call, anatomy: dict[str, Any] | None) -> str:
+    """Why the call has its verdict, in one line: what a gate, a summary or a table row shows.
+
+    A failure is named by its cause (the JSON-RPC error, the HTTP status and what its body said, the
+    tool's error text, how a call without an answer ended), which the evidence states before its
+    context; anything else by the evidence's last line (for a call that succeeded, what a flag says).
+    """
+    if call.outcome in (Outcome.NO_RESPONSE, Outcome.STREAM_INCOMPLETE) and anatomy is not None:
+        return f"no answer: {ending_in_brief(anatomy)}"
+    if call.outcome is not None and call.outcome.is_failure:
+        if call.error_code is not None:
+            return f"JSON-RPC error {call.error_code}: {call.error_message or ''}".rstrip(": ")
+        if call.outcome is Outcome.HTTP_ERROR and call.exchange.status is not None:
+            return f"HTTP {call.exchange.status}" + (f": {call.error_message}" if call.error_message else "")
+        if call.outcome is Outcome.TOOL_ERROR:
+            return f"isError: {call.error_message}" if call.error_message else "isError: true"
+    return call.evidence[-1] if call.evidence else str(call.outcome)

@@ -182,9 +182,8 @@ def printable(text: str) -> str:
 
 
 def verdict_reason(call: Mapping[str, Any]) -> str:
-    """Why the call has its verdict: the last line of its evidence, redacted like the export's."""
-    evidence = call.get("evidence") or []
-    return printable(redact_text(str(evidence[-1]))) if evidence else str(call["outcome"])
+    """Why the call has its verdict (the export's ``reason``), redacted like the export's, printable."""
+    return printable(redact_text(str(call["reason"])))
 
 
 @dataclass

@@ -132,7 +132,7 @@ def _brief(call: dict[str, Any]) -> dict[str, Any]:
         "call_id": call["call_id"],
         "outcome": call["outcome"],
         "flags": call["flags"],
-        "reason": call["evidence"][-1] if call["evidence"] else "",
+        "reason": call["reason"],
         "started_at": call["started_at"],
     }
 

@@ -70,7 +70,7 @@ def iter_records(analysis: Analysis, *, redact: bool = True) -> Iterator[dict[st
         record = call_record(call, protocol_version(call, analysis.facts))
         if redact:
             record["evidence"] = [redact_text(line) for line in record["evidence"]]
-            for key in ("error_message", "result_excerpt"):
+            for key in ("error_message", "reason", "result_excerpt"):
                 if record[key]:
                     record[key] = redact_text(record[key])
             if record["ending"] and record["ending"]["detail"]:

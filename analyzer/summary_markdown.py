@@ -24,7 +24,7 @@ from mcp_blackbox.analyzer.anatomy import describe
 from mcp_blackbox.analyzer.captured import captured_facts
 from mcp_blackbox.analyzer.check import short_sources
 from mcp_blackbox.analyzer.export import iter_records
-from mcp_blackbox.analyzer.vocabulary import Layer, Outcome, RetryOrigin, Safety, is_failure
+from mcp_blackbox.analyzer.vocabulary import Layer, RetryOrigin, Safety, is_failure
 from mcp_blackbox.analyzer.wallclock import iso_utc
 
 LISTED = 20  # rows of one list before "and N more"
@@ -165,7 +165,7 @@ def _top_errors(records: list[dict[str, Any]]) -> list[str]:
     for record in records:
         if not is_failure(record["outcome"]):
             continue
-        key = (record["outcome"], _reason(record))
+        key = (record["outcome"], record["reason"])
         counted[key] += 1
         example.setdefault(key, record["call_id"])
     if not counted:
@@ -174,16 +174,6 @@ def _top_errors(records: list[dict[str, Any]]) -> list[str]:
     for (outcome, reason), count in counted.most_common(LISTED):
         lines.append(f"| {count} | {outcome} | {text(reason)} | {ref(example[(outcome, reason)])} |")
     return lines + _more(len(counted)) + [""]
-
-
-def _reason(record: dict[str, Any]) -> str:
-    if record["error_code"] is not None:
-        return f"{record['error_code']}: {record['error_message'] or ''}"
-    if record["outcome"] == Outcome.HTTP_ERROR:
-        return f"HTTP {record['http_status']}: {record['error_message'] or ''}"
-    if record["outcome"] == Outcome.TOOL_ERROR:
-        return f"{record['tool']}: {record['error_message'] or ''}"
-    return record["evidence"][-1] if record["evidence"] else ""
 
 
 def _unanswered(records: list[dict[str, Any]]) -> list[str]:

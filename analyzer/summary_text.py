@@ -38,7 +38,7 @@ def summary_text(analysis: Analysis, width: int = 80) -> str:
             if call["evidence"]:
                 # Evidence quotes what servers said: redacted, like the export and the report; wrapped, never
                 # cut: the reason is what the reader came for.
-                lines += wrap(f"{INDENT}{redact_text(call['evidence'][-1])}", width)
+                lines += wrap(f"{INDENT}{redact_text(call['reason'])}", width)
     if analysis.duplicate_executions:
         lines += ["", *wrap("writes executed more than once (same client, same arguments):", width)]
         for duplicate in analysis.duplicate_executions:

@@ -187,7 +187,7 @@ def test_allow_excuses_the_expected_tool_error_and_not_a_look_alike() -> None:
     assert failing_ids(done.stdout) == [protocol_error, raise_error], done.stdout  # in the order they started
     assert allowed_ids(done.stdout) == [tool_error], done.stdout
     (line,) = [line for line in done.stdout.splitlines() if line.startswith("allowed ")]
-    assert line.endswith("(--allow tool=tool_error:TOOL_ERROR)") and "isError: true" in line, line
+    assert line.endswith("(--allow tool=tool_error:TOOL_ERROR)") and "isError: tool says no" in line, line
     assert done.stdout.splitlines()[-1].startswith("FAIL: 2 of ") and "1 allowed" in done.stdout, done.stdout
 
     every = cli(
@@ -307,7 +307,7 @@ def test_answered_by_authorization_reads_the_records() -> None:
 # ---------------------------------------------------------------- the reason on every line
 
 
-def test_each_line_carries_the_last_evidence_line_redacted(tmp_path: Path) -> None:
+def test_each_line_carries_the_reason_redacted(tmp_path: Path) -> None:
     secret = "abcdef0123456789"
     capture = write(tmp_path, exchange(tool_call(1, "x"), body=error(1, -32000, f"refused Bearer {secret}")))
     (call,) = analyze([str(capture)]).calls
@@ -315,13 +315,15 @@ def test_each_line_carries_the_last_evidence_line_redacted(tmp_path: Path) -> No
     assert done.returncode == 1, done
     (line,) = [line for line in done.stdout.splitlines() if CALL_ID.match(line)]
     assert (
-        line == f"{call['call_id']} tools/call x id=1 JSONRPC_ERROR capture.flows — {redact_text(call['evidence'][-1])}"
+        line == f"{call['call_id']} tools/call x id=1 JSONRPC_ERROR capture.flows — {redact_text(call['reason'])}"
     )
+    assert call["reason"].startswith("JSON-RPC error -32000: refused Bearer")
     assert secret not in done.stdout and "refused Bearer" in done.stdout
 
     for sample_call in analyze(relative(RETRY_AFTER_503)).calls:
         if sample_call["outcome"] == "HTTP_ERROR":
-            assert f" — {sample_call['evidence'][-1]}" in cli("check", *relative(RETRY_AFTER_503)).stdout
+            assert f" — {sample_call['reason']}" in cli("check", *relative(RETRY_AFTER_503)).stdout
+            assert sample_call["reason"] == "HTTP 503: injected 503"  # the status and what the 503's body said
 
 
 def test_control_characters_in_a_reason_do_not_reach_the_log(tmp_path: Path) -> None:
@@ -381,7 +383,7 @@ def test_junit_has_a_suite_per_capture_a_case_per_call_and_outcomes_as_failure_t
             assert len(failures) <= 1 and not [r for r in case.result if not isinstance(r, Failure)]
             for failure in failures:
                 failure_types[call["call_id"]] = failure.type
-                assert failure.message == redact_text(call["evidence"][-1])
+                assert failure.message == call["reason"]
                 assert failure.text.splitlines() == [redact_text(line) for line in call["evidence"]]
     assert failure_types == expected
     assert xml.tests == len(analysis.calls) and xml.failures == len(expected)
@@ -519,7 +521,7 @@ def test_json_verdict_counts_failing_and_allowed_calls() -> None:
     for entry in document["failing"]:
         call = by_id[entry["call_id"]]
         assert entry["outcome"] == call["outcome"] and entry["flags"] == call["flags"]
-        assert entry["reason"] == redact_text(call["evidence"][-1]) and entry["capture"] == RETRY_AFTER_503.name
+        assert entry["reason"] == call["reason"] and entry["capture"] == RETRY_AFTER_503.name
     (allowed,) = document["allowed"]
     assert allowed["call_id"] == only_call(AUTH, http_status=401)["call_id"]
     assert allowed["allowed_by"][0].startswith("answered by authorization")
