@@ -139,6 +139,7 @@
     document.getElementById("count").textContent = visible.length + " of " + N + " calls";
     markCards();
     renderRows(true);
+    if (restoring) return;  // restore() picks the call and draws once
     // The details follow the filter: never a call the filter hides.
     const at = selected === null ? undefined : indexOf.get(selected);
     if (at === undefined || !shown[at]) {
@@ -867,7 +868,7 @@
       const failure = visible.find(function (i) { return isFailure(calls[i][C.outcome]); });
       first = failure !== undefined ? calls[failure][C.id] : (visible.length ? calls[visible[0]][C.id] : null);
     }
-    if (first !== null) { select(first, { quiet: true }); scrollRowIntoView(first); renderRows(false); }
+    if (first !== null) { select(first, { quiet: true }); scrollRowIntoView(first); renderRows(false); } else showNothing();
     drawTimeline();
     restoring = false;
     writeHash();
