@@ -16,6 +16,7 @@ def server_name(name_and_version: str) -> str:
 
 
 def captured_facts(analysis: Analysis, paths: list[str]) -> dict[str, Any]:
+    """Who and what the header of a report or a summary names, most frequent first."""
     calls = analysis.call_objects
     start = min((c.request.t for c in calls), default=None)
     ends = [c.t_end or c.request.t for c in calls]
@@ -26,7 +27,8 @@ def captured_facts(analysis: Analysis, paths: list[str]) -> dict[str, Any]:
         "captures": paths,
         "start": start,
         "end": max(ends, default=start),
-        "clients": [name for name, _ in infos.most_common(10)] + [a for a, _ in agents.most_common(10) if a],
+        "clients": [name for name, _ in infos.most_common(10)],  # clientInfo name/version
+        "user_agents": [a for a, _ in agents.most_common(10) if a],
         "servers": sorted({server_name(s) for s in analysis.facts.servers}),
         "versions": [v for v, _ in versions.most_common() if v],
     }

@@ -25,7 +25,8 @@ import jinja2
 from mcp_blackbox.addon.sse_framing import split_sse
 from mcp_blackbox.analyzer.analysis import Analysis, analyze
 from mcp_blackbox.analyzer.anatomy import describe, ending
-from mcp_blackbox.analyzer.classify import protocol_version
+from mcp_blackbox.analyzer.call_record import reason
+from mcp_blackbox.analyzer.captured import captured_facts
 from mcp_blackbox.analyzer.extract import decode_body
 from mcp_blackbox.analyzer.load import LoadReport, read_exchanges
 from mcp_blackbox.analyzer.records import Call, Exchange
@@ -136,7 +137,7 @@ def _row(call: Call, origin: float, lanes: dict[str, int], clients: dict[str, in
         exchange.status, " ".join(call.flags), round((call.request.t - origin) * 1000, 3),
         round(max(0.0, end - call.request.t) * 1000, 3), events, call.retry_group, call.attempt,
         call.retry_origin, call.retry_confidence, paths.index(exchange.source) if exchange.source in paths else 0,
-        call.evidence[-1] if call.evidence else "", call.error_code, client,
+        reason(call, ending(call)), call.error_code, client,
     ]  # fmt: skip
 
 
@@ -227,20 +228,14 @@ def _shown(text: str) -> str:
 
 def _meta(analysis: Analysis, paths: list[str], origin: float, redact: bool) -> dict[str, Any]:
     calls = analysis.call_objects
-    ends = [c.exchange.t_end or c.request.t for c in calls]
-    clients = Counter(c.request.facts.client for c in calls if c.request.facts is not None and c.request.facts.client)
-    agents = Counter(c.exchange.request_headers.get("user-agent") for c in calls)
-    versions = Counter(protocol_version(c, analysis.facts) for c in calls if c.request.kind == "request")
+    facts = captured_facts(analysis, paths)
     groups = analysis.retry_groups
     return {
         "generated": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
         "captures": paths,
         "start": origin,
-        "end": max(ends, default=origin),
-        "clients": [name for name, _ in clients.most_common(10)],
-        "user_agents": [a for a, _ in agents.most_common(10) if a],
-        "servers": sorted(_server_name(s) for s in analysis.facts.servers),
-        "versions": [v for v, _ in versions.most_common() if v],
+        "end": facts["end"] if facts["end"] is not None else origin,
+        **{key: facts[key] for key in ("clients", "user_agents", "servers", "versions")},
         "outcomes": dict(Counter(c.outcome for c in calls).most_common()),
         "layers": dict(Counter(c.layer for c in calls).most_common()),
         "flags": dict(Counter(f for c in calls for f in c.flags).most_common()),
@@ -269,12 +264,6 @@ def _meta(analysis: Analysis, paths: list[str], origin: float, redact: bool) -> 
         "redacted": redact,
         "detail_limit": DETAIL_LIMIT,
     }
-
-
-def _server_name(server: str) -> str:
-    """serverInfo "name/version", or the name alone when the version is empty."""
-    name, _, version = server.rpartition("/")
-    return server if version or not name else name
 
 
 def script_json(value: Any) -> str:

@@ -76,9 +76,12 @@ def _captured(analysis: Analysis, paths: list[str], records: list[dict[str, Any]
         f"- {len(records)} calls in {analysis.analyzed} exchanges "
         f"({analysis.flows_read} flows read, {len(analysis.skipped)} skipped)"
     )
-    for title, key in (("Clients", "clients"), ("Servers", "servers"), ("Protocol versions", "versions")):
-        if facts[key]:
-            lines.append(f"- {title}: {', '.join(text(v) for v in facts[key])}")
+    named = {
+        "Clients": facts["clients"] + facts["user_agents"],
+        "Servers": facts["servers"],
+        "Protocol versions": facts["versions"],
+    }
+    lines += [f"- {title}: {', '.join(text(v) for v in values)}" for title, values in named.items() if values]
     return [*lines, ""]
 
 
