@@ -32,6 +32,7 @@ FLAGS = tuple(Flag)
 DEFAULT_FAIL_ON = (*(o for o in Outcome if o.is_failure), Flag.UNSAFE_RETRY, Flag.DUPLICATE_EXECUTION)
 SELECTOR_KEYS = ("tool", "method", "call", "capture")
 AUTH_HANDSHAKE = "answered by authorization"
+NEGOTIATION = "negotiation"
 REASON_WIDTH = 200  # characters of a reason on a text line; the other formats carry it whole
 
 
@@ -169,6 +170,33 @@ def answered_by_authorization(call: Mapping[str, Any], group: Mapping[str, Any] 
     )
 
 
+def negotiated(call: Mapping[str, Any], group: Mapping[str, Any] | None) -> bool:
+    """A refused probe that the client negotiated past (a ``server/discover`` refused, then ``initialize``
+    that worked): the chain's origin retries no failure (vocabulary ``RetryOrigin.retries_a_failure``), the
+    call is not its last attempt, and the chain ended in no failure. A probe nothing came after still fails.
+    """
+    return (
+        group is not None
+        and is_failure(call["outcome"])
+        and call.get("retry_group") == group["retry_group"]
+        and not RetryOrigin(group["origin"]).retries_a_failure
+        and call["call_id"] in group["members"][:-1]
+        and not is_failure(group["final_outcome"])
+    )
+
+
+def expected_by_protocol(call: Mapping[str, Any], group: Mapping[str, Any] | None) -> str | None:
+    """Why a failing call is how the protocol begins (the gate allows it unless --strict), or None."""
+    if group is None:
+        return None
+    ended = f"{group['retry_group']} {group['origin']} ended {group['final_outcome']}"
+    if answered_by_authorization(call, group):
+        return f"{AUTH_HANDSHAKE}: {ended}"
+    if negotiated(call, group):
+        return f"{NEGOTIATION}: {ended}"
+    return None
+
+
 # ---------------------------------------------------------------- the verdict
 
 
@@ -292,7 +320,7 @@ def judge(
     *,
     min_calls: int = 1,
     allow_partial: bool = False,
-    auth_handshakes_fail: bool = False,
+    strict: bool = False,
 ) -> Gate:
     """Every call of the analysis judged: what fails it, what excused it."""
     names = [canonical_name(name) for name in fail_on]
@@ -307,16 +335,10 @@ def judge(
         capture = short[call["source"]]
         remaining, allowed_by = [], []
         hits = failed_on(call, names)
-        handshake = (
-            bool(hits)
-            and not auth_handshakes_fail
-            and answered_by_authorization(call, groups.get(call["retry_group"] or ""))
-        )
+        protocol = expected_by_protocol(call, groups.get(call["retry_group"] or "")) if hits and not strict else None
         for hit in hits:
-            if handshake and hit == call["outcome"]:
-                group = groups[call["retry_group"]]
-                why = f"{AUTH_HANDSHAKE}: {group['retry_group']} {group['origin']} ended {group['final_outcome']}"
-                allowed_by.append(why)
+            if protocol is not None and hit == call["outcome"]:
+                allowed_by.append(protocol)
                 continue
             by = [a.spec for a in allowances if a.covers(call, hit, capture)]
             if by:

@@ -192,7 +192,7 @@ def run_check(args: argparse.Namespace) -> int:
         args.allow or (),
         min_calls=args.min_calls,
         allow_partial=args.allow_partial,
-        auth_handshakes_fail=args.strict_auth,
+        strict=args.strict,
     )
     output = render(gate, args.format)
     if args.output in (None, "-"):
@@ -387,9 +387,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="judge what could be read of an empty, truncated or missing capture instead of exiting 2",
     )
     check.add_argument(
-        "--strict-auth",
+        "--strict",
         action="store_true",
-        help="count the 401s that authorization answered (an auth-retry chain that succeeded) as failures too",
+        help="count as failures what is how the protocol begins: a 401 that authorization answered (an auth-retry "
+        "chain that succeeded) and a refused probe the client negotiated past (a protocol-fallback chain)",
     )
     check.add_argument(
         "--format",

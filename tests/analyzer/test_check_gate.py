@@ -38,7 +38,7 @@ from tests.analyzer.test_check_and_summary import ALL_SAMPLES, CALL_ID, REPO, RE
 AUTH = SAMPLES / "py-auth-retry.flows"  # a 401, then the same initialize with credentials: the OAuth start
 TOOLS = SAMPLES / "py-2025-session-tools.flows"  # TOOL_ERROR on tool_error and raise_error, JSONRPC_ERROR
 TS_TOOLS = SAMPLES / "ts-2025-session-tools.flows"  # the same tools and failures, from the TypeScript SDK
-FAILURES = {"SUCCESS", "TOOL_SUCCESS", "ACCEPTED", "INPUT_REQUIRED"}  # the outcomes that are no failure
+NO_FAILURE = {"SUCCESS", "TOOL_SUCCESS", "ACCEPTED", "INPUT_REQUIRED"}  # the outcomes that are no failure
 
 INITIALIZE = rpc(1, "initialize", {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t"}})
 
@@ -206,7 +206,7 @@ def test_allow_excuses_the_expected_tool_error_and_not_a_look_alike() -> None:
 def test_allow_by_capture_does_not_excuse_the_same_failures_in_another_capture() -> None:
     done = cli("check", *relative(TOOLS, TS_TOOLS), "--allow", f"capture={TOOLS.name}:application")
     assert done.returncode == 1, done
-    ts_failures = [c["call_id"] for c in calls_of(TS_TOOLS) if c["outcome"] not in FAILURES]
+    ts_failures = [c["call_id"] for c in calls_of(TS_TOOLS) if c["outcome"] not in NO_FAILURE]
     py_tool_errors = [c["call_id"] for c in calls_of(TOOLS, outcome="TOOL_ERROR")]
     assert len(ts_failures) == 3 and len(py_tool_errors) == 2
     # The application layer is allowed in the Python capture only; its JSON-RPC error (protocol) still fails.
@@ -262,10 +262,10 @@ def test_the_401_that_starts_oauth_is_allowed_by_default() -> None:
     assert allowed_ids(done.stdout) == [unauthorized["call_id"]]
     assert "answered by authorization" in done.stdout and done.stdout.splitlines()[-1].startswith("OK:"), done.stdout
 
-    strict = cli("check", *relative(AUTH), "--strict-auth")
+    strict = cli("check", *relative(AUTH), "--strict")
     assert strict.returncode == 1, strict
     assert failing_ids(strict.stdout) == [unauthorized["call_id"]]
-    assert "--strict-auth" in cli("check", "--help").stdout
+    assert "--strict" in cli("check", "--help").stdout
 
 
 def test_a_401_never_answered_by_authorization_still_fails(tmp_path: Path) -> None:
@@ -314,9 +314,7 @@ def test_each_line_carries_the_reason_redacted(tmp_path: Path) -> None:
     done = cli("check", capture)
     assert done.returncode == 1, done
     (line,) = [line for line in done.stdout.splitlines() if CALL_ID.match(line)]
-    assert (
-        line == f"{call['call_id']} tools/call x id=1 JSONRPC_ERROR capture.flows — {redact_text(call['reason'])}"
-    )
+    assert line == f"{call['call_id']} tools/call x id=1 JSONRPC_ERROR capture.flows — {redact_text(call['reason'])}"
     assert call["reason"].startswith("JSON-RPC error -32000: refused Bearer")
     assert secret not in done.stdout and "refused Bearer" in done.stdout
 
@@ -339,19 +337,17 @@ def test_control_characters_in_a_reason_do_not_reach_the_log(tmp_path: Path) -> 
 
 def expected_failures(analysis: Any) -> dict[str, str]:
     """Call id -> what fails it by default, worked out here: the failing outcome, then UNSAFE_RETRY and
-    DUPLICATE_EXECUTION in the call's order; the 401 answered by authorization is not among them."""
+    DUPLICATE_EXECUTION in the call's order; the 401 answered by authorization and the refused probe the
+    client negotiated past (a protocol-fallback chain) are not among them."""
     chains = {g.group_id: g.record() for g in analysis.retry_groups}
     failing = {}
     for c in analysis.calls:
         chain = chains.get(c["retry_group"] or "")
-        if (
-            c["http_status"] == 401
-            and chain
-            and chain["origin"] == "auth-retry"
-            and chain["members"][-1] != c["call_id"]
-        ):
+        began = bool(chain) and chain["members"][-1] != c["call_id"] and chain["final_outcome"] in NO_FAILURE
+        handshake = began and c["http_status"] == 401 and chain["origin"] == "auth-retry"
+        if handshake or (began and chain["origin"] == "protocol-fallback"):
             continue
-        names = [c["outcome"]] if c["outcome"] not in FAILURES else []
+        names = [c["outcome"]] if c["outcome"] not in NO_FAILURE else []
         names += [f for f in c["flags"] if f in ("UNSAFE_RETRY", "DUPLICATE_EXECUTION")]
         if names:
             failing[c["call_id"]] = ",".join(names)
@@ -541,3 +537,18 @@ def test_json_pass_and_read_problems(tmp_path: Path) -> None:
     (problem,) = document["read_problems"]
     assert problem["source"] == str(empty) and "empty file" in problem["reason"]
     assert done.stdout.splitlines()[-1].startswith("ERROR:"), "the text goes to the log"
+
+
+def test_a_refused_probe_the_client_negotiated_past_is_allowed_and_a_lone_one_fails(tmp_path: Path) -> None:
+    fallback = SAMPLES / "py-protocol-fallback.flows"
+    (probe,) = [c for c in analyze(relative(fallback)).calls if c["method"] == "server/discover"]
+    done = cli("check", *relative(fallback))
+    assert done.returncode == 0, done.stdout
+    assert allowed_ids(done.stdout) == [probe["call_id"]] and "(negotiation: " in done.stdout
+
+    # The look-alike: the same refusal with no initialize after it. Nothing was negotiated; it fails.
+    refused = exchange(rpc(1, "server/discover", {}), body=error(1, -32601, "Method not found"))
+    lone = write(tmp_path, refused)
+    done = cli("check", lone)
+    assert done.returncode == 1, done.stdout
+    assert failing_ids(done.stdout) == [analyze([str(lone)]).calls[0]["call_id"]] and allowed_ids(done.stdout) == []
