@@ -84,6 +84,11 @@ def _classify_request(call: Call, facts: CaptureFacts, evidence: list[str]) -> V
     if exchange.status is not None and not 200 <= exchange.status < 300:
         return _classify_http_error(call, exchange.status, facts, evidence)
     answer = _final_answer(call, evidence)
+    if _body_cut(exchange) and (answer is None or (answer.kind == "invalid" and answer.exchange is exchange)):
+        # Headers came, then the connection ended before the declared body did: a transfer cut, not a
+        # server that wrote bad JSON (the bytes that came are partial by the transfer's own account).
+        evidence.append(f"the response body was cut: {exchange.error}")
+        return Verdict(Outcome.STREAM_INCOMPLETE, evidence)
     if answer is None:
         return _classify_unanswered(call, facts, evidence)
 
@@ -175,6 +180,11 @@ def _classify_http_error(call: Call, status: int, facts: CaptureFacts, evidence:
     else:
         evidence.append("body is not a JSON-RPC error")
     return Verdict(Outcome.HTTP_ERROR, evidence, flags, error_message=call.exchange.error_text)
+
+
+def _body_cut(exchange: Exchange) -> bool:
+    """A plain (not event-stream) response whose transfer ended in an error after its headers."""
+    return exchange.status is not None and not exchange.is_event_stream and bool(exchange.error)
 
 
 def _final_answer(call: Call, evidence: list[str]) -> Message | None:

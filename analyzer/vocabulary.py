@@ -68,7 +68,9 @@ _OUTCOME_FACTS: dict[Outcome, tuple[Layer, str, str]] = {
         Layer.TRANSPORT, "#f04438", "A status other than 2xx, without a JSON-RPC error in the body: 401, 404, 429, 503…"
     ),
     Outcome.STREAM_INCOMPLETE: (
-        Layer.TRANSPORT, "#b42318", "The SSE stream started (HTTP 200) and ended before the answer."
+        Layer.TRANSPORT,
+        "#b42318",
+        "The response started (an SSE stream, or a body cut before its declared length) and ended before the answer.",
     ),
     Outcome.MALFORMED_JSON: (Layer.PROTOCOL, "#dc6803", "The answer is not JSON."),
     Outcome.INVALID_ENVELOPE: (
