@@ -44,6 +44,7 @@ from mitmproxy.utils import human
 
 from mcp_blackbox.addon.exchange_view import console_line, describe, recorded_events
 from mcp_blackbox.addon.mcp_detect import McpEndpoints, request_messages
+from mcp_blackbox.addon.rotation import CaptureWriter
 from mcp_blackbox.addon.stream_tap import StreamTap
 from mcp_blackbox.analyzer.live import judge_flow
 
@@ -231,4 +232,6 @@ def write_atomically(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-addons = [McpRecorder()]
+# The writer (mcp_write, mcp_rotate_size, mcp_keep: addon/rotation.py) after the recorder: mitmproxy calls
+# the recorder's hook first, so each flow is written with its record.
+addons = [McpRecorder(), CaptureWriter()]

@@ -17,6 +17,7 @@ from mcp_blackbox.analyzer.classify import CaptureFacts, apply_verdict, protocol
 from mcp_blackbox.analyzer.clients import identify_clients
 from mcp_blackbox.analyzer.executions import DuplicateExecution, find_duplicate_executions
 from mcp_blackbox.analyzer.extract import Extracted, error_text, extract_messages
+from mcp_blackbox.analyzer.inputs import expand_captures
 from mcp_blackbox.analyzer.load import LoadReport, read_exchanges
 from mcp_blackbox.analyzer.pair import legacy_session_of_endpoint, pair_messages, scope_of
 from mcp_blackbox.analyzer.records import Call, Exchange, Message
@@ -97,6 +98,9 @@ def _mcp_reason(exchange: Exchange, extracted: Extracted, known: set[str]) -> st
 def analyze(paths: Iterable[str | Path], *, keep_details: bool = False, report: LoadReport | None = None) -> Analysis:
     """Analyze flow files (from the addon, plain mitmdump or HAR) into calls with verdicts.
 
+    A directory stands for its ``*.flows`` files and a glob for its matches, by name (rotated files are
+    named by their start time), read as one capture (``analyzer/inputs.py``).
+
     ``keep_details`` keeps bodies, every header and the addon's per-chunk record (for a report);
     without it only what the verdicts need is held, so large captures fit in memory.
     ``report``: pass one to watch ``flows_read`` and ``bytes_read`` grow from another thread.
@@ -108,7 +112,7 @@ def analyze(paths: Iterable[str | Path], *, keep_details: bool = False, report: 
     known: set[str] = set()
     sse_without_times = 0
     auth_steps: list[dict[str, Any]] = []
-    for exchange in read_exchanges(list(paths), report, keep_all=keep_details):
+    for exchange in read_exchanges(expand_captures(paths), report, keep_all=keep_details):
         extracted = extract_messages(exchange, whole=keep_details)
         reason = _mcp_reason(exchange, extracted, known)
         # An OAuth exchange stays one even with MCP headers on it (the TypeScript SDK sends

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib.metadata
 import importlib.util
 import io
@@ -17,6 +18,7 @@ from mcp_blackbox.analyzer import progress
 from mcp_blackbox.analyzer.analysis import Analysis, analyze
 from mcp_blackbox.analyzer.check import DEFAULT_FAIL_ON, Allowance, parse_allow, parse_fail_on
 from mcp_blackbox.analyzer.export import write_csv, write_json
+from mcp_blackbox.analyzer.inputs import expand_captures
 from mcp_blackbox.analyzer.load import LoadReport
 from mcp_blackbox.analyzer.summary_text import summary_text
 from mcp_blackbox.analyzer.vocabulary import NOT_FAILURES
@@ -62,9 +64,18 @@ def record_command(args: argparse.Namespace) -> list[str]:
         args.listen_host,
         "--listen-port",
         str(args.port),
-        "--save-stream-file",
-        args.write,
+        # The addon's writer, not -w: owner-only files, each flow written whole as it ends, size rotation.
+        "--set",
+        f"mcp_write={args.write}",
     ]
+    if args.rotate_size:
+        command += ["--set", f"mcp_rotate_size={args.rotate_size}"]
+    if args.keep:
+        command += ["--set", f"mcp_keep={args.keep}"]
+    if not any("connection_strategy" in arg for arg in args.mitmdump_args):
+        # Connect upstream only once a request has come: a dead upstream is then a recorded flow with
+        # its error (NO_RESPONSE, "Connect call failed"), where the default (eager) drops the client first.
+        command += ["--set", "connection_strategy=lazy"]
     if args.listen_file:
         command += ["--set", f"mcp_listen_file={args.listen_file}"]
     if args.filter:
@@ -74,11 +85,37 @@ def record_command(args: argparse.Namespace) -> list[str]:
     return command + list(args.mitmdump_args)
 
 
+def port_in_use(host: str, port: int) -> bool:
+    """Whether the proxy could not listen on host:port, tried as mitmproxy listens (SO_REUSEADDR)."""
+    import socket
+
+    try:
+        addresses = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except OSError:
+        return False  # mitmdump says what is wrong with the host
+    for family, kind, proto, _, address in addresses:
+        with socket.socket(family, kind, proto) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                sock.bind(address)
+            except OSError as e:
+                if e.errno == errno.EADDRINUSE:
+                    return True
+    return False
+
+
 def run_record(args: argparse.Namespace) -> int:
     command = record_command(args)
     if args.dry_run:
         print(" ".join(command))
         return 0
+    if args.port and port_in_use(args.listen_host, args.port):
+        # Said here, in the words of this command's options; nothing has been written yet.
+        print(
+            f"mcp-blackbox record: port {args.port} is in use: choose another with -p, or -p 0 for any free port",
+            file=sys.stderr,
+        )
+        return 1
     sys.stdout.flush()
     # Become mitmdump: signals (Ctrl-C, SIGTERM) reach it directly and it writes the file on exit.
     os.execv(command[0], command)
@@ -88,6 +125,7 @@ def run_record(args: argparse.Namespace) -> int:
 def load_or_explain(paths: list[str]) -> Analysis | None:
     """Analyze the captures; say on stderr what could not be read. None when nothing could."""
     report = LoadReport()
+    paths = expand_captures(paths)  # a directory of rotated files, a quoted glob
     size = progress.wanted(paths)
     if size is None:
         analysis = analyze(paths, report=report)
@@ -257,12 +295,31 @@ def build_parser() -> argparse.ArgumentParser:
         "record",
         help="run mitmdump with the recording addon as a reverse proxy in front of an MCP server",
         description="Run mitmdump with the mcp-blackbox addon in reverse mode. Point the MCP client at "
-        "http://HOST:PORT/ instead of the server; every exchange is written to FILE. Stop with Ctrl-C.",
+        "http://HOST:PORT/ instead of the server; every exchange is written to FILE, also those the upstream "
+        "never answered (it connects upstream per request: connection_strategy=lazy). Stop with Ctrl-C.",
     )
     record.add_argument("--upstream", required=True, metavar="URL", help="the MCP server, e.g. http://127.0.0.1:8000")
     record.add_argument("-p", "--port", type=int, default=8080, help="port to listen on (0: any free port)")
     record.add_argument("--listen-host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
-    record.add_argument("-w", "--write", required=True, metavar="FILE", help="flow file to write")
+    record.add_argument(
+        "-w",
+        "--write",
+        required=True,
+        metavar="FILE",
+        help="flow file to write (created 0600; strftime fields start a new file when the name changes), or, "
+        "with --rotate-size or --keep, the directory of the rotated files, mcp-<UTC start>-<n>.flows",
+    )
+    record.add_argument(
+        "--rotate-size",
+        metavar="SIZE",
+        help="start a new file in the -w directory once the current one has passed SIZE (e.g. 64m)",
+    )
+    record.add_argument(
+        "--keep",
+        metavar="N|SIZE",
+        help="retention in the -w directory: the newest N files, or the newest that fit in SIZE (e.g. 1g); "
+        "the oldest are deleted first",
+    )
     record.add_argument("--listen-file", metavar="PATH", help="write the listening address here (JSON)")
     record.add_argument("--filter", metavar="EXPR", help="mitmproxy filter narrowing what is annotated")
     record.add_argument("-q", "--quiet", action="store_true", help="no console output")
@@ -417,6 +474,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout.reconfigure(errors="backslashreplace")
     if getattr(args, "mitmdump_args", None) and args.mitmdump_args[0] == "--":
         args.mitmdump_args = args.mitmdump_args[1:]
+    if getattr(args, "captures", None):
+        # A directory (rotated files) or a quoted glob as the files it names, for every reader of the list.
+        args.captures = expand_captures(args.captures)
     try:
         return args.run(args)
     except BrokenPipeError:  # `mcp-blackbox export ... | head` closed the pipe: not an error

@@ -61,6 +61,9 @@ def read_exchanges(paths: Sequence[str | Path], report: LoadReport, *, keep_all:
     for path in paths:
         source = str(path)
         report.sources.append(source)
+        if os.path.isdir(path):  # analyzer/inputs.py expands a directory to its *.flows files: it had none
+            report.problem(source, "a directory without *.flows files")
+            continue
         try:
             handle = open(path, "rb")  # noqa: SIM115 - closed below, after a generator that may stop early
         except OSError as e:
