@@ -189,9 +189,12 @@ class McpRecorder:
         record: dict[str, Any] = {"version": METADATA_VERSION}
         if tap is not None and flow.response is not None:
             tap.finish(reason, error if reason != "complete" else None)
-            flow.response.raw_content = bytes(tap.body)
-            record["stream"] = tap.metadata(framed="content-encoding" not in flow.response.headers)
-            tap.body.clear()  # free the buffer now, not when the flow is dropped
+            framed = "content-encoding" not in flow.response.headers
+            kept = tap.kept(framed=framed)
+            flow.response.raw_content = kept
+            record["stream"] = tap.metadata(kept, framed=framed)
+            tap.body.clear()  # free the buffers now, not when the flow is dropped
+            tap.tail.clear()
         return tap, record
 
     def _annotate(self, flow: http.HTTPFlow, tap: StreamTap | None, record: dict[str, Any]) -> None:

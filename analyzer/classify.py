@@ -68,7 +68,23 @@ def classify_call(call: Call, facts: CaptureFacts) -> Verdict:
     evidence = [f"{exchange.method} {exchange.path}"]
     if call.request.kind == "notification":
         return _classify_notification(exchange, evidence)
-    return _after_cancel(call, _classify_request(call, facts, evidence))
+    return _partial_capture(call, _after_cancel(call, _classify_request(call, facts, evidence)))
+
+
+def _partial_capture(call: Call, verdict: Verdict) -> Verdict:
+    """TRUNCATED_IN_CAPTURE when a stream that carried the call was longer than the recorder kept
+    (``mcp_stream_max_body``): the client got every byte, the capture has the head and the tail.
+    The verdict is the one those show; the flag says that bytes in between are not in the file."""
+    dropped = max(((e.stream or {}).get("dropped_bytes") or 0 for e in call.exchanges), default=0)
+    if not isinstance(dropped, int) or dropped <= 0:
+        return verdict
+    verdict.flags.append(Flag.TRUNCATED_IN_CAPTURE)
+    verdict.evidence.append(
+        f"the capture dropped {dropped} bytes of the stream (mcp_stream_max_body); the client got them"
+    )
+    if verdict.outcome is Outcome.STREAM_INCOMPLETE and (call.exchange.stream or {}).get("ended") == "complete":
+        verdict.evidence.append("the stream ended complete: its answer may be among the dropped bytes")
+    return verdict
 
 
 def _classify_request(call: Call, facts: CaptureFacts, evidence: list[str]) -> Verdict:

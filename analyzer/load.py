@@ -25,6 +25,7 @@ from typing import Any
 from mitmproxy.version import FLOW_FORMAT_VERSION
 
 from mcp_blackbox.analyzer.records import Exchange
+from mcp_blackbox.analyzer.stream_times import encoded_event_times
 from mcp_blackbox.analyzer.tnetstring_reader import (
     FLOW_FIELDS,
     RecordCutShort,
@@ -371,4 +372,8 @@ def _exchange(state: dict[str, Any], source: str, index: int, keep_all: bool) ->
         exchange.stream = dict(stream) if keep_all else {k: stream.get(k) for k in STREAM_FIELDS}
         exchange.stream.update({k: _scalar(stream.get(k)) for k in STREAM_FIELDS})
         exchange.stream["event_times"] = _event_times(stream.get("event_times"))
+        coding = exchange.response_headers.get("content-encoding")
+        if exchange.stream["event_times"] is None and coding and exchange.response_body:
+            # The recorder could not split an encoded stream; its chunk times date the decoded events.
+            exchange.stream["event_times"] = encoded_event_times(exchange.response_body, coding, stream.get("chunks"))
     return exchange

@@ -118,6 +118,7 @@ class Flag(StrEnum):
     UNSAFE_RETRY = "UNSAFE_RETRY"
     DUPLICATE_EXECUTION = "DUPLICATE_EXECUTION"
     RETRY_AFTER_IGNORED = "RETRY_AFTER_IGNORED"
+    TRUNCATED_IN_CAPTURE = "TRUNCATED_IN_CAPTURE"
 
     @property
     def description(self) -> str:
@@ -142,6 +143,10 @@ _FLAG_DESCRIPTIONS: dict[Flag, str] = {
         "earlier execution that completed or may have: a write that may have happened twice."
     ),
     Flag.RETRY_AFTER_IGNORED: "Retried sooner than the 429's (or 503's) Retry-After asked.",
+    Flag.TRUNCATED_IN_CAPTURE: (
+        "The stream was longer than the recorder keeps (mcp_stream_max_body): the client got every byte, the "
+        "capture holds its head and its tail. A capture's limit, not a transport failure."
+    ),
 }
 
 

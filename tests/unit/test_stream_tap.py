@@ -120,3 +120,56 @@ def test_the_callable_before_is_called_once_per_chunk() -> None:
     tap = StreamTap(None, upstream=counting)
     run(tap, CHUNKS)
     assert calls == [*CHUNKS, b""]
+
+
+# ---- a stream longer than the bound: the head and the tail are kept, cut at event boundaries
+
+
+def events(count: int, size: int = 40) -> list[bytes]:
+    return [f"id: {n}\ndata: {'x' * size} {n}\n\n".encode() for n in range(count)]
+
+
+def test_past_the_bound_the_head_and_the_last_events_are_kept_as_a_valid_stream() -> None:
+    from mcp_blackbox.addon.sse_framing import split_sse
+
+    stream = events(200)
+    clock = iter(float(n) for n in range(1000))
+    tap = StreamTap(1000, clock=lambda: next(clock))
+    assert run(tap, stream) == b"".join(stream), "the client gets every byte"
+    kept = tap.kept(framed=True)
+    record = tap.metadata(kept, framed=True)
+    ids = [int(e.id or -1) for e in split_sse(kept)[0]]
+    assert ids[0] == 0 and ids[-1] == 199, "the first events and the last one (the answer's place) are there"
+    assert ids == sorted(ids) and len(ids) < 200, "events in between are missing, none is broken"
+    assert record["dropped_bytes"] == len(b"".join(stream)) - len(kept) > 0
+    start, end = record["dropped_range"]
+    assert b"".join(stream)[:start] == kept[:start], "the head is the stream's start, cut after an event"
+    assert b"".join(stream)[end:] == kept[start:], "the tail is the stream's end, from an event boundary"
+    # Each kept event is dated by the chunk that brought its closing blank line (one chunk per event here).
+    assert record["event_times"] == [float(n + 1) for n in ids]
+
+
+def test_a_stream_within_the_bound_is_kept_whole() -> None:
+    stream = events(5)
+    tap = StreamTap(10_000)
+    run(tap, stream)
+    kept = tap.kept(framed=True)
+    assert kept == b"".join(stream) and tap.metadata(kept, framed=True)["dropped_range"] is None
+
+
+def test_when_head_and_tail_overlap_nothing_is_missing() -> None:
+    stream = events(30)
+    tap = StreamTap(len(b"".join(stream)) - 10)  # the tail (as large as the bound) covers what the head lacks
+    run(tap, stream)
+    kept = tap.kept(framed=True)
+    assert kept == b"".join(stream) and tap.metadata(kept, framed=True)["dropped_bytes"] == 0
+
+
+def test_an_encoded_stream_keeps_its_head_only() -> None:
+    stream = events(100)
+    tap = StreamTap(500)
+    run(tap, stream)
+    kept = tap.kept(framed=False)
+    assert kept == b"".join(stream)[:500]
+    record = tap.metadata(kept, framed=False)
+    assert record["dropped_bytes"] == len(b"".join(stream)) - 500 and record["event_times"] is None
