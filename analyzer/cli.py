@@ -169,15 +169,63 @@ def explain(head: str, body: str | None = None, width: int = 80) -> None:
 
 
 def run_export(args: argparse.Namespace) -> int:
+    if args.otlp_endpoint and args.format not in (None, "otlp"):
+        print(
+            f"mcp-blackbox export: --otlp-endpoint sends OTLP; it does not go with --format {args.format}",
+            file=sys.stderr,
+        )
+        return 2
+    if args.format == "otlp" or args.otlp_endpoint:
+        from mcp_blackbox.analyzer.otlp import OtlpMissing, require_otlp
+
+        try:
+            require_otlp()  # before reading the captures: say at once what to install
+        except OtlpMissing as e:
+            print(f"mcp-blackbox export: {e}", file=sys.stderr)
+            return 2
     analysis = load_or_explain(args.captures)
     if analysis is None:
         return 2
+    if args.format == "otlp" or args.otlp_endpoint or args.format == "har":
+        return _export_other(args, analysis)
+    args.format = args.format or "json"
+    args.output = args.output or "-"
     write = write_json if args.format == "json" else write_csv
     if args.output == "-":
         write(analysis, sys.stdout, redact=not args.no_redact)
     else:
         with open(args.output, "w", newline="" if args.format == "csv" else None, encoding="utf-8") as out:
             write(analysis, out, redact=not args.no_redact)
+    return 0
+
+
+def _export_other(args: argparse.Namespace, analysis: Analysis) -> int:
+    """OTLP (a file, a collector, or both) and HAR."""
+    redact = not args.no_redact
+    if args.format == "har":
+        from mcp_blackbox.analyzer.har_export import write_har
+
+        if args.output in (None, "-"):
+            write_har(analysis, sys.stdout, redact=redact)
+        else:
+            with open(args.output, "w", encoding="utf-8", errors="backslashreplace") as out:
+                write_har(analysis, out, redact=redact)
+        return 0
+    from mcp_blackbox.analyzer.otlp import send_otlp, traces_url, write_otlp_json
+
+    if args.format == "otlp" and (args.output is not None or not args.otlp_endpoint):
+        if args.output in (None, "-"):
+            write_otlp_json(analysis, sys.stdout, redact=redact)
+        else:
+            with open(args.output, "w", encoding="utf-8", errors="backslashreplace") as out:
+                write_otlp_json(analysis, out, redact=redact)
+    if args.otlp_endpoint:
+        try:
+            sent = send_otlp(analysis, args.otlp_endpoint, redact=redact)
+        except RuntimeError as e:
+            print(f"mcp-blackbox export: {e}", file=sys.stderr)
+            return 1
+        print(f"mcp-blackbox export: {sent} span(s) sent to {traces_url(args.otlp_endpoint)}", file=sys.stderr)
     return 0
 
 
@@ -336,10 +384,25 @@ def build_parser() -> argparse.ArgumentParser:
     )
     where.set_defaults(run=lambda args: print(addon_path()) or 0)
 
-    export = commands.add_parser("export", help="one record per call, with its verdict and evidence, as JSON or CSV")
+    export = commands.add_parser(
+        "export",
+        help="one record per call, with its verdict and evidence, as JSON or CSV; OpenTelemetry spans; HAR",
+    )
     export.add_argument("captures", nargs="+", metavar="CAPTURE", help="flow files (addon, plain mitmdump or HAR)")
-    export.add_argument("--format", choices=["json", "csv"], default="json")
-    export.add_argument("-o", "--output", default="-", metavar="FILE", help="output file, - for stdout (default)")
+    export.add_argument(
+        "--format",
+        choices=["json", "csv", "otlp", "har"],
+        help="json (default), csv, otlp: OTLP/JSON, a span per call (needs the otlp extra: pip install "
+        "'mcp-blackbox[otlp]'), har: HAR 1.2 of the analyzed flows, each entry's verdicts in _mcp",
+    )
+    export.add_argument("-o", "--output", metavar="FILE", help="output file, - for stdout (default)")
+    export.add_argument(
+        "--otlp-endpoint",
+        metavar="URL",
+        help="send the spans as OTLP/HTTP protobuf to URL/v1/traces (an OpenTelemetry Collector, Jaeger, Tempo: "
+        "e.g. http://localhost:4318); headers from OTEL_EXPORTER_OTLP_HEADERS; with --format otlp -o FILE, "
+        "the file is written too",
+    )
     export.add_argument("--no-redact", action="store_true", help="keep secrets in evidence and messages")
     export.set_defaults(run=run_export)
 

@@ -36,6 +36,9 @@ from mcp_blackbox.analyzer.tnetstring_reader import (
 )
 
 METADATA_KEY = "mcp_blackbox"
+# A HAR entry's custom field (HAR 1.2 allows names starting with "_") in which `export --format har` keeps what
+# HAR has no place for (analyzer/har_export.py); read back by har_entry_state.
+RECORDED_FIELD = "_mcp_blackbox"
 # What the analysis reads of the addon's stream record (the per-chunk list is for the report).
 STREAM_FIELDS = ("ended", "error", "end_time", "event_times", "bytes", "dropped_bytes")
 
@@ -131,8 +134,6 @@ def _read_har(handle: io.BufferedReader, source: str, report: LoadReport, keep_a
     mitmproxy's own HAR reader stops at the first bad entry and loses the rest; here each entry is
     one flow read, converted or skipped with its index (counted from 0, as ``index`` in ``skipped``).
     """
-    from mitmproxy.io.har import request_to_flow
-
     bom = 3 if handle.peek(3).startswith(b"\xef\xbb\xbf") else 0
     try:
         document = json.load(handle)
@@ -168,15 +169,47 @@ def _read_har(handle: io.BufferedReader, source: str, report: LoadReport, keep_a
         # The converter fails in many ways on bad input (KeyError, ValueError, TypeError, OptionsError,
         # binascii.Error...): whatever it raises, one entry must not cost the entries after it.
         try:
-            flow = request_to_flow(entry)
-            state = flow.get_state()
-            state["id"] = _har_flow_id(index, entry)
+            state = har_entry_state(index, entry)
         except Exception as e:
             report.skip(source, index, None, f"HAR entry {index} not readable: {_har_error(e)}")
             continue
         exchange = exchange_from_state(state, source, index, report, keep_all)
         if exchange is not None:
             yield exchange
+
+
+def har_entry_state(index: int, entry: dict[str, Any]) -> dict[str, Any]:
+    """A HAR entry as a flow's state, through mitmproxy's converter; with what ``export --format har`` kept of
+    the flow beyond HAR (RECORDED_FIELD) put back, so that its analysis is the capture's."""
+    from mitmproxy.io.har import request_to_flow
+
+    state: dict[str, Any] = request_to_flow(entry).get_state()
+    state["id"] = _har_flow_id(index, entry)
+    recorded = entry.get(RECORDED_FIELD)
+    if isinstance(recorded, dict):
+        _put_back(state, recorded)
+    return state
+
+
+def _put_back(state: dict[str, Any], recorded: dict[str, Any]) -> None:
+    """The flow's id (its calls keep their ids), client connection, exact times, error and the recorder's
+    metadata (per-event times of a stream): a HAR has the times of none of them, and answers every request.
+    Only these fields are taken; exchange_from_state checks their types as for any flow."""
+    times = ("timestamp_start", "timestamp_end")
+    if isinstance(recorded.get("flow_id"), str):
+        state["id"] = recorded["flow_id"]
+    if isinstance(connection := recorded.get("client_conn"), dict):
+        state["client_conn"].update({k: connection[k] for k in ("id", "peername") if k in connection})
+    if isinstance(request := recorded.get("request"), dict):
+        state["request"].update({k: request[k] for k in times if k in request})
+    if "response" in recorded and recorded["response"] is None:
+        state["response"] = None  # HAR's status 0: there was no response
+    elif isinstance(response := recorded.get("response"), dict) and state.get("response"):
+        state["response"].update({k: response[k] for k in times if k in response})
+    if isinstance(error := recorded.get("error"), dict):
+        state["error"] = {"msg": error.get("msg"), "timestamp": error.get("timestamp")}
+    if isinstance(recorded.get("metadata"), dict):
+        state["metadata"] = {METADATA_KEY: recorded["metadata"]}
 
 
 def _har_flow_id(index: int, entry: dict[str, Any]) -> str:
