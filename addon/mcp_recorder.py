@@ -44,6 +44,7 @@ from mitmproxy.utils import human
 
 from mcp_blackbox.addon.exchange_view import console_line, describe, recorded_events
 from mcp_blackbox.addon.mcp_detect import McpEndpoints, request_messages
+from mcp_blackbox.addon.record_redaction import RecordRedaction
 from mcp_blackbox.addon.rotation import CaptureWriter
 from mcp_blackbox.addon.stream_tap import StreamTap
 from mcp_blackbox.analyzer.live import judge_flow
@@ -97,6 +98,7 @@ class McpRecorder:
         self.max_body: int | None = None
         self.console = True
         self.console_is_tty = sys.stdout.isatty()
+        self.redaction = RecordRedaction()
 
     def load(self, loader: Any) -> None:
         loader.add_option(
@@ -117,6 +119,13 @@ class McpRecorder:
             "mcp_listen_file", str | None, None, "Write the proxy's listening addresses to this file (JSON)."
         )
         loader.add_option("mcp_console", bool, True, "Print one line per MCP exchange.")
+        loader.add_option(
+            "mcp_redact",
+            bool,
+            False,
+            "Write each flow to the flow file (-w, mcp_write) with its secrets replaced by consistent pseudonyms, "
+            "by the report's rules. The traffic and what mitmweb shows are unchanged.",
+        )
 
     def configure(self, updated: set[str]) -> None:
         if "mcp_filter" in updated:
@@ -125,6 +134,8 @@ class McpRecorder:
                 self.filter = flowfilter.parse(expression) if expression else None
             except ValueError as e:
                 raise exceptions.OptionsError(f"mcp_filter: {e}") from e
+        if {"mcp_redact", "hardump"} & updated:
+            self.redaction.configure(ctx.options.mcp_redact)
         if {"mcp_console", "termlog_verbosity"} & updated:
             # Printed directly, not logged: mitmproxy's log path costs more than the rest of the addon.
             # `mitmdump -q` (termlog_verbosity=error) silences it like mitmdump's own lines.

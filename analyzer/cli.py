@@ -310,6 +310,38 @@ def run_diff(args: argparse.Namespace) -> int:
     return 1 if args.fail_on_regression and result["regressions"] else 0
 
 
+def run_redact(args: argparse.Namespace) -> int:
+    """A flow file to share: every HTTP flow of the captures with its secrets replaced by pseudonyms."""
+    import tempfile
+
+    from mcp_blackbox.analyzer.sanitize import redact_files
+
+    output = Path(args.output)
+    if any(Path(c).resolve() == output.resolve() for c in args.captures if Path(c).exists()):
+        print(f"mcp-blackbox redact: {args.output} is also an input: write to another file", file=sys.stderr)
+        return 2
+    # Into a file beside the output, renamed when complete: an interrupted run leaves no half-written capture.
+    fd, tmp = tempfile.mkstemp(dir=output.parent if str(output.parent) else ".", prefix=f".{output.name}.")
+    try:
+        with os.fdopen(fd, "wb") as out:
+            result = redact_files(list(args.captures), out)
+        os.replace(tmp, output)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    for problem in result.problems:
+        explain("mcp-blackbox redact:", problem)
+    notes = [f"{result.flows_written} flow(s) written, secrets replaced by pseudonyms"]
+    if result.not_http:
+        notes.append(f"{result.not_http} flow(s) that are not HTTP left out")
+    if result.dropped_bodies:
+        notes.append(f"{result.dropped_bodies} body(ies) in an encoding that could not be decoded left out")
+    print(f"{args.output}: " + "; ".join(notes))
+    if result.problems:
+        return 2  # what could be read is in the output, redacted; the rest is not
+    return 0
+
+
 def fail_on_names(text: str) -> list[str]:
     try:
         return parse_fail_on(text)
@@ -459,6 +491,21 @@ def build_parser() -> argparse.ArgumentParser:
     )
     compare.add_argument("--no-redact", action="store_true", help="keep secrets in quoted errors")
     compare.set_defaults(run=run_diff)
+
+    redact = commands.add_parser(
+        "redact",
+        help="a flow file to share: secrets replaced by consistent pseudonyms, the analysis unchanged",
+        description="Write the HTTP flows of the captures to OUT, a mitmproxy flow file (mitmweb and every "
+        "mcp-blackbox command read it), with every secret the report's rules find (Authorization, cookies, "
+        "API keys, tokens and passwords in headers, query strings, JSON bodies, event-stream data, the "
+        "recorder's metadata) and the session ids replaced by REDACTED-<8 hex digits>: the same secret, the "
+        "same pseudonym, in every place and file of this run, so the verdicts, retry chains and duplicate "
+        "executions are those of the original. A secret found by its name is also replaced wherever else it "
+        "appears. Exit 2 when a capture could not be read to its end (what was read is written).",
+    )
+    redact.add_argument("captures", nargs="+", metavar="CAPTURE", help="flow files (addon, plain mitmdump or HAR)")
+    redact.add_argument("-o", "--output", required=True, metavar="OUT", help="the sanitized flow file to write")
+    redact.set_defaults(run=run_redact)
 
     *successes, last = sorted(NOT_FAILURES)
     check = commands.add_parser(

@@ -10,8 +10,11 @@ tool chose to return) is said in SECURITY notes, not guessed at here.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import re
+import secrets
 from typing import Any
 from urllib.parse import unquote, urlsplit, urlunsplit
 
@@ -46,7 +49,7 @@ TOKEN_COUNTS = (
     "maxtokens", "inputtokens", "outputtokens", "totaltokens", "prompttokens", "completiontokens",
     "reasoningtokens", "cachedtokens", "audiotokens", "texttokens", "imagetokens", "numtokens", "counttokens",
 )  # fmt: skip
-BEARER = re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{6,}")
+BEARER = re.compile(r"(?i)\b(bearer|basic)\s+([A-Za-z0-9._~+/=-]{6,})")
 # key=value or key: value in free text (logs, error messages), and "key": "value" in JSON that is only text
 # here: the analyzer cuts a tool's answer after 100 characters, and quotes it with repr() in the evidence.
 # The whole name is taken (client_secret, x-api-key, --password) and judged by is_secret_name, as in JSON.
@@ -57,10 +60,177 @@ SECRET_VALUE = re.compile(r"""(?s)(["'])((?:\\+.|(?!\1)[^\\])*)(?:\1|\\*$)|([^\s
 # "Authorization: Bearer x" in free text: BEARER took the token and kept the scheme, as redact_headers does.
 # Only a value that is nothing else: what follows the marker in the same value is redacted with it.
 SCHEME_REDACTED = re.compile(r"""(["'])?(?i:bearer|basic) \[redacted \d+ chars\](?(1)(?:\1|$)|(?=[\s&,;"']|$))""")
+# Credentials that say what they are without a name before them: a provider's key pasted into a prompt or
+# returned by a tool. Only formats with a fixed prefix and a long random tail, so that prose never matches:
+# OpenAI and Anthropic keys, GitHub tokens, Slack tokens, AWS access key ids, Google API keys, Stripe keys, JWTs.
+SELF_EVIDENT = re.compile(
+    r"(?<![\w-])(?:"
+    r"sk-[A-Za-z0-9_-]{20,}"
+    r"|gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,}"
+    r"|xox[abposr]-[A-Za-z0-9-]{10,}"
+    r"|(?:AKIA|ASIA)[A-Z0-9]{16}"
+    r"|AIza[0-9A-Za-z_-]{35}"
+    r"|[rs]k_(?:live|test)_[A-Za-z0-9]{16,}"
+    r"|eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"
+    r")(?![\w-])"
+)
+# The names a session id goes by: the Mcp-Session-Id header, and the legacy HTTP+SSE transport's query parameter
+# (also in its endpoint event's URL). Kept by the report; given a pseudonym by a capture's sanitizer.
+SESSION_NAMES = frozenset({"mcpsessionid", "sessionid"})
 
 
 def marker(value: str) -> str:
     return f"[redacted {len(value)} chars]"
+
+
+class Mask:
+    """How a secret is shown. This one, for reports and exports: a marker that keeps its length."""
+
+    shown_credential = SCHEME_REDACTED  # "Bearer <what this mask made>", not to be redacted again in free text
+    masks_sessions = False  # session ids are kept: the report tells sessions apart by them
+
+    def secret(self, value: str) -> str:
+        return marker(value)
+
+    def credential(self, scheme: str, token: str, whole: str) -> str:
+        """``whole``: the credential as written, the scheme included."""
+        return f"{scheme} {marker(whole)}"
+
+    def query_value(self, raw: str) -> str:
+        """A query parameter's value, as sent (percent-encoded)."""
+        return marker(raw)
+
+    def cookies(self, header: str, value: str) -> str:
+        """A Cookie or Set-Cookie header's value."""
+        return marker(value)
+
+    def json_value(self, value: Any) -> str:
+        return marker(json.dumps(value))
+
+    def session(self, value: str) -> str:
+        return value
+
+    def dump_json(self, redacted: Any, original: Any, text: str) -> str:
+        """JSON text that was read as ``original`` and redacted to ``redacted``."""
+        return json.dumps(redacted, ensure_ascii=False)
+
+    def finish(self, text: str) -> str:
+        """Free text after the rules: nothing more to do here."""
+        return text
+
+
+MARKERS = Mask()
+PSEUDONYM = re.compile(r"REDACTED-[0-9a-f]{8,64}")
+KNOWN_MIN_LENGTH = 8  # a secret this long is also looked for in any text; a shorter one only where it is named
+
+
+class Pseudonyms(Mask):
+    """Consistent stand-ins, for a capture that is shared: the same secret always gets the same pseudonym
+    (``REDACTED-`` and 8 hex digits of an HMAC-SHA256 under a key made for this run), a different secret a
+    different one, so what matched still matches (credentials changed after a 401, one session's exchanges,
+    a token sent in a header and echoed in a body) and nothing else is told. The key is never written: without
+    it a pseudonym cannot be checked against a guess, not even for a short password.
+
+    Every secret of ``KNOWN_MIN_LENGTH`` characters or more that was found by its name (a header, a JSON
+    member, ``name=value``) is then replaced wherever else it appears as text, a tool echoing a password
+    back in its answer for one. Session ids get pseudonyms too: a server may take one as a credential.
+    """
+
+    shown_credential = re.compile(
+        r"""(["'])?(?i:bearer|basic) (?:\[redacted \d+ chars\]|REDACTED-[0-9a-f]{8,64})(?(1)(?:\1|$)|(?=[\s&,;"']|$))"""
+    )
+    masks_sessions = True
+
+    def __init__(self, key: bytes | None = None) -> None:
+        self._key = key if key is not None else secrets.token_bytes(32)
+        self._names: dict[str, str] = {}  # secret -> pseudonym
+        self._owners: dict[str, str] = {}  # pseudonym -> secret: a clash of 8 hex digits takes more digits
+        self._known: dict[str, str] = {}  # the secrets looked for in any text
+        self._pattern: re.Pattern[str] | None = None
+        self._bytes_pattern: re.Pattern[bytes] | None = None
+
+    def of(self, value: str) -> str:
+        """The pseudonym of ``value``; a pseudonym (a capture redacted before) and nothing stay as they are."""
+        if not value or PSEUDONYM.fullmatch(value):
+            return value
+        if (known := self._names.get(value)) is not None:
+            return known
+        digest = hmac.new(self._key, value.encode("utf-8", "surrogatepass"), hashlib.sha256).hexdigest()
+        width = 8
+        while (name := f"REDACTED-{digest[:width]}") in self._owners:
+            width += 4  # two secrets, one pseudonym: never (64 digits do not clash)
+        self._names[value] = name
+        self._owners[name] = value
+        if len(value) >= KNOWN_MIN_LENGTH:
+            self._known[value] = name
+            self._pattern = self._bytes_pattern = None
+        return name
+
+    def secret(self, value: str) -> str:
+        return self.of(value)
+
+    def credential(self, scheme: str, token: str, whole: str) -> str:
+        return f"{scheme} {self.of(token)}"
+
+    def query_value(self, raw: str) -> str:
+        return self.of(unquote(raw))
+
+    def cookies(self, header: str, value: str) -> str:
+        """Each cookie's value its own pseudonym, the names and a Set-Cookie's attributes kept: the session
+        cookie a server set is the one the client sends back."""
+        if header == "set-cookie":
+            first, semicolon, attributes = value.partition(";")
+            name, eq, cookie = first.partition("=")
+            return f"{name}{eq}{self.of(cookie.strip())}{semicolon}{attributes}" if eq else self.of(value)
+        pairs = [pair.partition("=") for pair in value.split(";")]
+        return ";".join(f"{name}={self.of(cookie.strip())}" if eq else self.of(name) for name, eq, cookie in pairs)
+
+    def json_value(self, value: Any) -> str:
+        if isinstance(value, str):
+            return self.of(value)
+        return self.of(json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False))
+
+    def session(self, value: str) -> str:
+        return self.of(value)
+
+    def dump_json(self, redacted: Any, original: Any, text: str) -> str:
+        return text if redacted == original else dump_json_like(redacted, text)
+
+    def finish(self, text: str) -> str:
+        return self.scrub(text)
+
+    def scrub(self, text: str) -> str:
+        """Every secret found so far, wherever it appears in ``text``, replaced by its pseudonym."""
+        if not self._known:
+            return text
+        if self._pattern is None:
+            self._pattern = re.compile("|".join(map(re.escape, sorted(self._known, key=len, reverse=True))))
+        return self._pattern.sub(lambda m: self._known[m.group(0)], text)
+
+    def scrub_bytes(self, data: bytes) -> bytes:
+        """As ``scrub``, in bytes that are not text (their UTF-8 spelling)."""
+        if not self._known:
+            return data
+        if self._bytes_pattern is None:
+            spelled = sorted((v.encode("utf-8", "surrogatepass") for v in self._known), key=len, reverse=True)
+            self._bytes_pattern = re.compile(b"|".join(map(re.escape, spelled)))
+        names = {k.encode("utf-8", "surrogatepass"): v.encode() for k, v in self._known.items()}
+        return self._bytes_pattern.sub(lambda m: names[m.group(0)], data)
+
+
+def dump_json_like(value: Any, text: str) -> str:
+    """``value`` as JSON in the spacing ``text`` used: compact as SDKs send it, or with ", " and ": "."""
+    separators = (", ", ": ") if re.search(r'":\s', text) else (",", ":")
+    try:
+        dumped = json.dumps(value, ensure_ascii=False, separators=separators)
+        dumped.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate (a JSON "\ud800"): kept as an escape
+        dumped = json.dumps(value, separators=separators)
+    return dumped
+
+
+def is_session_name(name: str) -> bool:
+    return name.lower().replace("-", "").replace("_", "") in SESSION_NAMES
 
 
 def is_secret_name(name: str) -> bool:
@@ -75,36 +245,51 @@ def redact_strings(record: dict[str, Any]) -> dict[str, Any]:
     return {k: redact_text(v) if isinstance(v, str) else v for k, v in record.items()}
 
 
-def redact_headers(headers: dict[str, str]) -> dict[str, str]:
+def redact_headers(headers: dict[str, str], mask: Mask = MARKERS) -> dict[str, str]:
     out = {}
     for name, value in headers.items():
         if is_secret_name(name):
             kind = value.split(" ", 1)[0] if name.lower() in ("authorization", "proxy-authorization") else ""
-            out[name] = f"{kind} {marker(value)}".strip() if kind and " " in value else marker(value)
+            if kind and " " in value:
+                out[name] = mask.credential(kind, value.split(" ", 1)[1].strip(), value)
+            elif name.lower() in ("cookie", "set-cookie"):
+                out[name] = mask.cookies(name.lower(), value)
+            else:
+                out[name] = mask.secret(value)
+        elif mask.masks_sessions and is_session_name(name):
+            out[name] = mask.session(value)
         else:
-            out[name] = redact_text(value)
+            out[name] = redact_text(value, mask)
     return out
 
 
-def redact_url(url: str) -> str:
+def redact_url(url: str, mask: Mask = MARKERS) -> str:
     try:
         parts = urlsplit(url)
     except ValueError:  # not a URL urllib reads (a captured path "x[y" runs into the host): the query alone
         base, mark, query = url.partition("?")
-        return base + mark + _redact_query(query)
+        return base + mark + _redact_query(query, mask)
     if not parts.query and not parts.password:
         return url
-    query = _redact_query(parts.query)
-    netloc = parts.netloc.replace(parts.password, marker(parts.password)) if parts.password else parts.netloc
+    query = _redact_query(parts.query, mask)
+    netloc = parts.netloc.replace(parts.password, mask.secret(parts.password)) if parts.password else parts.netloc
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 
-def _redact_query(query: str) -> str:
+def _redact_query(query: str, mask: Mask = MARKERS) -> str:
+    def one(k: str, eq: str, v: str) -> str:
+        name = unquote(k)
+        if is_secret_name(name):
+            return f"{k}={mask.query_value(v)}"
+        if mask.masks_sessions and is_session_name(name) and v:
+            return f"{k}={mask.session(unquote(v))}"
+        return f"{k}{eq}{v}"
+
     pairs = [part.partition("=") for part in query.split("&")] if query else []
-    return "&".join(f"{k}={marker(v)}" if is_secret_name(unquote(k)) else f"{k}{eq}{v}" for k, eq, v in pairs)
+    return "&".join(one(k, eq, v) for k, eq, v in pairs)
 
 
-def redact_text(text: str) -> str:
+def redact_text(text: str, mask: Mask = MARKERS) -> str:
     """Bearer tokens in free text, and secret fields if the text is JSON."""
     stripped = text.lstrip()
     if stripped[:1] in ("{", "["):
@@ -114,14 +299,14 @@ def redact_text(text: str) -> str:
             pass
         else:
             try:
-                return json.dumps(redact_json(value), ensure_ascii=False)
+                return mask.dump_json(redact_json(value, mask), value, text)
             except RecursionError:  # nested deeper than redaction goes: shown as nothing, not unredacted
                 return marker(text)
-    return _redact_free_text(text)
+    return _redact_free_text(text, mask)
 
 
-def _redact_free_text(text: str) -> str:
-    text = BEARER.sub(lambda m: f"{m.group(1)} {marker(m.group(0))}", text)
+def _redact_free_text(text: str, mask: Mask = MARKERS) -> str:
+    text = BEARER.sub(lambda m: mask.credential(m.group(1), m.group(2), m.group(0)), text)
     # A loop, not re.sub: after a name that is no secret the search goes on right after its separator, so a
     # secret inside its value ("url=https://h/?token=...", 'error: "access_token=..."') is still found, and
     # no value is read twice.
@@ -129,29 +314,32 @@ def _redact_free_text(text: str) -> str:
     done = position = 0
     while match := NAME_AND_SEPARATOR.search(text, position):
         position = match.end()
-        if not is_secret_name(match.group(1)):
+        name = match.group(1)
+        if not (is_secret_name(name) or (mask.masks_sessions and is_session_name(name))):
             continue
-        if kept := SCHEME_REDACTED.match(text, position):
+        if kept := mask.shown_credential.match(text, position):
             position = kept.end()
             continue
         if value := SECRET_VALUE.match(text, position):
             quote, quoted, bare = value.groups()
+            hide = mask.secret if is_secret_name(name) else mask.session
             out.append(text[done:position])
-            out.append(f"{quote}{marker(quoted)}{quote}" if quote is not None else marker(bare))
+            out.append(f"{quote}{hide(quoted)}{quote}" if quote is not None else hide(bare))
             done = position = value.end()
     out.append(text[done:])
-    return "".join(out)
+    # Last: a marker or pseudonym put in above is no key of any format, and is not taken again.
+    return mask.finish(SELF_EVIDENT.sub(lambda m: mask.secret(m.group(0)), "".join(out)))
 
 
-def redact_json(value: Any) -> Any:
+def redact_json(value: Any, mask: Mask = MARKERS) -> Any:
     if isinstance(value, dict):
         return {
-            k: (marker(json.dumps(v)) if is_secret_name(k) and v not in (None, "") else redact_json(v))
+            k: (mask.json_value(v) if is_secret_name(k) and v not in (None, "") else redact_json(v, mask))
             for k, v in value.items()
         }
     if isinstance(value, list):
-        return [redact_json(v) for v in value]
+        return [redact_json(v, mask) for v in value]
     if isinstance(value, str):
         # Tools often return JSON as text: look inside it too.
-        return redact_text(value) if value.lstrip()[:1] in ("{", "[") else _redact_free_text(value)
+        return redact_text(value, mask) if value.lstrip()[:1] in ("{", "[") else _redact_free_text(value, mask)
     return value
