@@ -27,7 +27,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -38,11 +37,12 @@ from mitmproxy import ctx, exceptions, http
 from mitmproxy.io import tnetstring
 from mitmproxy.utils import human
 
+from mcp_blackbox.analyzer.inputs import ROTATED_NAME
+
 logger = logging.getLogger("mcp_blackbox")
 
 FILE_MODE = 0o600
 DIRECTORY_MODE = 0o700
-ROTATED_NAME = re.compile(r"^mcp-\d{8}T\d{6}Z-\d{4,}\.flows$")
 OPTIONS = frozenset({"mcp_write", "mcp_rotate_size", "mcp_keep"})
 
 

@@ -27,6 +27,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from mcp_blackbox.analyzer.inputs import recording_of
 from mcp_blackbox.analyzer.records import Call
 
 STATELESS_PREFIX = "exchange:"
@@ -91,7 +92,9 @@ class _Unit:
 
     @property
     def source(self) -> str:
-        return self.calls[0].exchange.source
+        """The recording it is in: lineages never join units of two recordings, but a rotated recording's
+        files are one (analyzer/inputs.recording_of)."""
+        return recording_of(self.calls[0].exchange.source)
 
 
 @dataclass(slots=True)

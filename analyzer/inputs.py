@@ -11,10 +11,20 @@ from __future__ import annotations
 
 import glob
 import os
+import re
 from collections.abc import Iterable
 from pathlib import Path
 
 CAPTURE_SUFFIX = ".flows"
+# A file the recorder rotated: mcp-<UTC start>-<n>.flows (addon/rotation.py names them).
+ROTATED_NAME = re.compile(r"^mcp-\d{8}T\d{6}Z-\d{4,}\.flows$")
+
+
+def recording_of(source: str) -> str:
+    """The recording a capture file belongs to: its directory for a rotated file (one recorder, one
+    client population, cut into files), else the file itself."""
+    path = Path(source)
+    return str(path.parent) if ROTATED_NAME.match(path.name) else source
 
 
 def expand_captures(arguments: Iterable[str | os.PathLike[str]]) -> list[str]:

@@ -102,3 +102,39 @@ def test_port_in_use() -> None:
         port = sock.getsockname()[1]
         assert port_in_use("127.0.0.1", port)
     assert not port_in_use("127.0.0.1", port)
+
+
+def test_a_clients_sessions_in_two_rotated_files_are_one_lineage_and_two_recordings_are_not(tmp_path: Path) -> None:
+    """The sample's application retries its failed write in a fresh session. Cut into two rotated files of one
+    recording, the retry is still linked; as two separate recordings (any other names), it is not: lineages
+    never join clients of two recordings."""
+    from mitmproxy import io as flow_io
+    from mitmproxy.http import HTTPFlow
+
+    from mcp_blackbox.analyzer.analysis import analyze
+
+    sample = Path(__file__).resolve().parents[2] / "sample_captures" / "py-app-retry-after-503.flows"
+    with sample.open("rb") as f:
+        flows = [flow for flow in flow_io.FlowReader(f).stream() if isinstance(flow, HTTPFlow)]
+    sessions = list(dict.fromkeys(f.response.headers.get("mcp-session-id") for f in flows if f.response))
+    first = [f for f in flows if f.response is None or f.response.headers.get("mcp-session-id") != sessions[-1]]
+    second = [f for f in flows if f not in first]
+    assert first and second
+
+    def write_pair(folder: Path, names: tuple[str, str]) -> Path:
+        folder.mkdir()
+        for name, part in zip(names, (first, second), strict=True):
+            with (folder / name).open("wb") as out:
+                writer = flow_io.FlowWriter(out)
+                for flow in part:
+                    writer.add(flow)
+        return folder
+
+    whole = analyze([str(sample)])
+    rotated = analyze(
+        [str(write_pair(tmp_path / "rotated", ("mcp-20261130T012645Z-0001.flows", "mcp-20261130T012646Z-0002.flows")))]
+    )
+    separate = analyze([str(write_pair(tmp_path / "separate", ("monday.flows", "tuesday.flows")))])
+    assert [g.origin for g in whole.retry_groups] == ["app-retry"]
+    assert [g.origin for g in rotated.retry_groups] == ["app-retry"]
+    assert separate.retry_groups == []
