@@ -276,6 +276,7 @@ def iter_spans(analysis: Analysis, *, redact: bool = True, batch: int = BATCH) -
     no_parent = context_api.Context()  # every call a root span of its unit's trace
     attempts = {group.group_id: group.members for group in analysis.retry_groups}
     flags = TraceFlags(TraceFlags.SAMPLED)
+    pending = 0
     for call, record in zip(analysis.call_objects, iter_records(analysis, redact=redact), strict=True):
         ids.trace_id, ids.span_id = trace_id_of(trace_unit(call)), span_id_of(record["call_id"])
         links = []
@@ -317,9 +318,11 @@ def iter_spans(analysis: Analysis, *, redact: bool = True, batch: int = BATCH) -
             description = record["error_message"] if record["error_code"] is not None else record["reason"]
             span.set_status(Status(StatusCode.ERROR, description or None))
         span.end(_ns(_end(call, record, events)))
-        if len(collected.get_finished_spans()) >= batch:
+        pending += 1
+        if pending >= batch:
             yield list(collected.get_finished_spans())
             collected.clear()
+            pending = 0
     if spans := collected.get_finished_spans():
         yield list(spans)
     provider.shutdown()
@@ -376,16 +379,20 @@ def _hex_to_base64(text: str) -> str:
 
 def write_otlp_json(analysis: Analysis, out: IO[str], *, redact: bool = True) -> int:
     """One ExportTraceServiceRequest as OTLP/JSON on one line (what the Collector's otlpjsonfile receiver
-    reads, and what a POST of Content-Type application/json to /v1/traces carries). Returns the span count."""
-    require_otlp()
-    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+    reads, and what a POST of Content-Type application/json to /v1/traces carries). Returns the span count.
 
-    request = ExportTraceServiceRequest()
-    count = 0
+    Written batch by batch, a ResourceSpans per batch (a request may repeat a resource): the file of a large
+    capture is never held whole."""
+    require_otlp()
+    out.write('{"resourceSpans":[')
+    count = written = 0
     for spans in iter_spans(analysis, redact=redact):
-        request.resource_spans.extend(encode(spans).resource_spans)
+        for resource_spans in to_otlp_json(encode(spans)).get("resourceSpans", []):
+            out.write("," if written else "")
+            out.write(json.dumps(resource_spans, ensure_ascii=False, separators=(",", ":")))
+            written += 1
         count += len(spans)
-    out.write(json.dumps(to_otlp_json(request), ensure_ascii=False, separators=(",", ":")) + "\n")
+    out.write("]}\n")
     return count
 
 
