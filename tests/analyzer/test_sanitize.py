@@ -402,3 +402,26 @@ def test_mcp_redact_refuses_a_har_dump_it_would_not_redact() -> None:
         pytest.raises(exceptions.OptionsError, match=re.escape("hardump")),
     ):
         tctx.configure(recorder, hardump="out.har", mcp_redact=True)
+
+
+def test_mcp_redact_covers_the_addons_own_writer(tmp_path: Path) -> None:
+    """``mcp_write`` (addon/rotation.py, what ``mcp-blackbox record -w`` uses) writes the redacted copy too."""
+    from mcp_blackbox.addon.mcp_recorder import McpRecorder
+    from mcp_blackbox.addon.rotation import CaptureWriter
+
+    recorder, writer = McpRecorder(), CaptureWriter()
+    target = tmp_path / "rec.flows"
+    with taddons.context(recorder, writer) as tctx:
+        tctx.configure(recorder, mcp_redact=True, mcp_console=False)
+        tctx.configure(writer, mcp_write=str(target))
+        writer.running()
+        live = planted_flow()
+        before = live.get_state()
+        writer.request(live)
+        writer.response(live)
+        assert live.get_state() == before
+        writer.done()
+    (flow,) = read(target)
+    assert flow.id == live.id
+    data = target.read_bytes()
+    assert not any(s.encode() in data for s in (TOKEN, API_KEY, PASSWORD, ACCESS, SESSION, SK))
