@@ -252,3 +252,29 @@ def mitmweb_flows(path: Path, workdir: Path, timeout: float = 30) -> list[dict[s
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+def test_record_with_mcp_redact_writes_no_secret(tmp_path: Path) -> None:
+    """``mcp-blackbox record ... -- --set mcp_redact=true``: the addon's own writer (mcp_write) redacts too."""
+    capture, listen_file, log_file = tmp_path / "rec.flows", tmp_path / "listen.json", tmp_path / "record.log"
+    cli = str(Path(MITMDUMP).with_name("mcp-blackbox"))
+    with start_server("stateful", auth_token=BEARER) as server:
+        command = [cli, "record", "--upstream", f"http://127.0.0.1:{server.port}", "-p", "0", "-w", str(capture)]
+        command += ["--listen-file", str(listen_file), "--", "--set", "mcp_redact=true"]
+        with log_file.open("wb") as log:
+            process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path)
+        proxy = Mitmdump(process, 0, capture, log_file)
+        try:
+            deadline = time.monotonic() + 20
+            while not listen_file.exists():
+                assert process.poll() is None and time.monotonic() < deadline, proxy.log()
+                time.sleep(0.05)
+            proxy.port = json.loads(listen_file.read_text())["listen_addrs"][0][1]
+            run = run_py_client(f"{proxy.url}/mcp?api_key={API_KEY}", STEPS[:2], mode="legacy", auth_token=BEARER)
+        finally:
+            assert proxy.stop() == 0, proxy.log()
+    assert run["fatal"] is None and SK in json.dumps(run["steps"][1])
+    everything = everything_in(capture)
+    assert b"REDACTED-" in everything and b"tools/call" in everything
+    for secret in (BEARER, API_KEY, PASSWORD, ACCESS, SK):
+        assert secret.encode() not in everything, secret
