@@ -122,6 +122,9 @@ class Mask:
 MARKERS = Mask()
 PSEUDONYM = re.compile(r"REDACTED-[0-9a-f]{8,64}")
 KNOWN_MIN_LENGTH = 8  # a secret this long is also looked for in any text; a shorter one only where it is named
+# At most this many secrets are looked for in any text (a recorder left running meets new tokens all day; past
+# this, new ones are still replaced wherever their name shows them).
+KNOWN_MAX = 5_000
 
 
 class Pseudonyms(Mask):
@@ -133,7 +136,8 @@ class Pseudonyms(Mask):
 
     Every secret of ``KNOWN_MIN_LENGTH`` characters or more that was found by its name (a header, a JSON
     member, ``name=value``) is then replaced wherever else it appears as text, a tool echoing a password
-    back in its answer for one. Session ids get pseudonyms too: a server may take one as a credential.
+    back in its answer for one (up to ``KNOWN_MAX`` of them). Session ids get pseudonyms too, a server may take
+    one as a credential; they are found by their names only.
     """
 
     shown_credential = re.compile(
@@ -149,11 +153,14 @@ class Pseudonyms(Mask):
         self._pattern: re.Pattern[str] | None = None
         self._bytes_pattern: re.Pattern[bytes] | None = None
 
-    def of(self, value: str) -> str:
-        """The pseudonym of ``value``; a pseudonym (a capture redacted before) and nothing stay as they are."""
+    def of(self, value: str, *, anywhere: bool = True) -> str:
+        """The pseudonym of ``value``; a pseudonym (a capture redacted before) and nothing stay as they are.
+        ``anywhere``: also replace ``value`` wherever it appears as text from now on."""
         if not value or PSEUDONYM.fullmatch(value):
             return value
         if (known := self._names.get(value)) is not None:
+            if anywhere:
+                self._look_for(value, known)
             return known
         digest = hmac.new(self._key, value.encode("utf-8", "surrogatepass"), hashlib.sha256).hexdigest()
         width = 8
@@ -161,10 +168,14 @@ class Pseudonyms(Mask):
             width += 4  # two secrets, one pseudonym: never (64 digits do not clash)
         self._names[value] = name
         self._owners[name] = value
-        if len(value) >= KNOWN_MIN_LENGTH:
+        if anywhere:
+            self._look_for(value, name)
+        return name
+
+    def _look_for(self, value: str, name: str) -> None:
+        if len(value) >= KNOWN_MIN_LENGTH and value not in self._known and len(self._known) < KNOWN_MAX:
             self._known[value] = name
             self._pattern = self._bytes_pattern = None
-        return name
 
     def secret(self, value: str) -> str:
         return self.of(value)
@@ -191,7 +202,9 @@ class Pseudonyms(Mask):
         return self.of(json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False))
 
     def session(self, value: str) -> str:
-        return self.of(value)
+        # Found by name only (the header, the query, "session_id=" in the endpoint event): a recorder meets a
+        # new session every few seconds, and each would lengthen the search every text goes through.
+        return self.of(value, anywhere=False)
 
     def dump_json(self, redacted: Any, original: Any, text: str) -> str:
         return text if redacted == original else dump_json_like(redacted, text)

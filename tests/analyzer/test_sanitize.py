@@ -425,3 +425,15 @@ def test_mcp_redact_covers_the_addons_own_writer(tmp_path: Path) -> None:
     assert flow.id == live.id
     data = target.read_bytes()
     assert not any(s.encode() in data for s in (TOKEN, API_KEY, PASSWORD, ACCESS, SESSION, SK))
+
+
+SAMPLES = sorted((Path(__file__).resolve().parents[2] / "sample_captures").glob("*.flows"))
+
+
+@pytest.mark.parametrize("sample", SAMPLES, ids=[s.stem for s in SAMPLES])
+def test_every_sample_capture_redacted_keeps_its_analysis(sample: Path, tmp_path: Path) -> None:
+    out = tmp_path / "shared.flows"
+    assert main(["redact", str(sample), "-o", str(out)]) == 0
+    assert verdicts(out) == verdicts(sample)
+    sessions = {f.request.headers.get("mcp-session-id") for f in read(sample)} - {None}
+    assert not any(s.encode() in out.read_bytes() for s in sessions if s)
