@@ -35,7 +35,9 @@ MANUAL_GAP = 60.0  # a longer pause before a retry reads as a person, not a loop
 PROXY_GAP = 0.5  # gateways re-send within ~250 ms
 FALLBACK_GAP = 10.0  # a client falls back to an older protocol right after a refusal
 GATEWAY_GAP = 120.0  # a gateway re-sends at once after a 5xx, or one upstream timeout (nginx: 60 s) later
-RECENT_LOOKALIKES = 32  # identical requests kept per lineage to see several clients at once
+# Look-alike clients of a stateless lineage that send the same request this close to a candidate link
+# (before or after it) make it a crowd: the same window a gateway's copy is told by.
+LOOKALIKE_NEAR = 0.5
 AGENT_GAP = 30.0  # an agent re-calls a tool with new arguments right after isError (pydantic-ai: milliseconds)
 
 SDK_RECONNECT_DELAYS = {
@@ -60,19 +62,24 @@ class _History:
         # are sent once, so a lone request is kept as itself, not in a list
         self._recent: dict[tuple[str, str, str, str], Call | list[Call]] = {}
 
-    def add(self, call: Call, key: tuple[str, str, str, str]) -> None:
+    def index(self, requests: list[Call]) -> None:
+        """Every stateless lineage's identical requests, before any link is judged: look-alike clients that
+        start together are told by the requests on both sides of a candidate link, later ones included."""
+        for call in requests:
+            if call.client is None or call.client.unit_is_session:
+                continue  # crowds are told apart by session; only a stateless lineage's connections need this
+            key = _key(call)
+            earlier = self._recent.get(key)
+            if earlier is None:
+                self._recent[key] = call
+            elif isinstance(earlier, list):
+                earlier.append(call)
+            else:
+                self._recent[key] = [earlier, call]
+
+    def add(self, call: Call) -> None:
         if call.tool is not None and call.client is not None:
             self._tool_calls.setdefault(call.client.unit, []).append(call)
-        if call.client is None or call.client.unit_is_session:
-            return  # crowds are told apart by session; only a stateless lineage's connections need this
-        earlier = self._recent.get(key)
-        if earlier is None:
-            self._recent[key] = call
-        elif isinstance(earlier, list):
-            earlier.append(call)
-            del earlier[:-RECENT_LOOKALIKES]
-        else:
-            self._recent[key] = [earlier, call]
 
     def prior(self, call: Call) -> set[tuple[str, str]]:
         """(tool, params digest) of the tool calls its unit sent before it."""
@@ -81,13 +88,16 @@ class _History:
         return {(c.tool or "", c.request.facts.digest if c.request.facts else "") for c in sent[:before]}
 
     def crowded(self, before: Call, call: Call) -> bool:
-        """Another unit had the identical request in flight between ``before`` and ``call``: the lineage holds
-        several clients doing the same thing, and which of them re-sent cannot be told."""
-        start, end = before.request.t, call.request.t
+        """Another unit sent the identical request between ``before`` and ``call``, or within LOOKALIKE_NEAR
+        of them (clients that start together fail one after another, each looking like the last one's
+        retry): the lineage holds several clients doing the same thing, and which of them re-sent cannot be
+        told."""
+        start, end = before.request.t - LOOKALIKE_NEAR, call.request.t + LOOKALIKE_NEAR
         recent = self._recent.get(_key(call), [])
         return any(
             other is not call
             and not _same_unit(other, before)
+            and not (_same_unit(other, call) and other.request.t > call.request.t)  # its own next attempts
             and other.request.t <= end
             and (other.t_end or other.request.t) >= start
             for other in (recent if isinstance(recent, list) else [recent])
@@ -184,10 +194,11 @@ def find_retries(calls: list[Call], facts: CaptureFacts) -> list[RetryGroup]:
     by_request_id: dict[tuple[str, str, str], Call] = {}
     by_call: dict[int, RetryGroup] = {id(g.members[0]): g for g in groups}
     history = _History()
+    history.index(requests)
     for call in requests:
         assert call.request.facts is not None
         key, unit_key = _key(call), _key(call, in_unit=True)
-        history.add(call, key)
+        history.add(call)
         lineage = _lineage(call)
         request_id_key = _request_id_key(call)
         gateway_copy = by_request_id.get(request_id_key) if request_id_key else None

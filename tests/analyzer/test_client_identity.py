@@ -223,3 +223,31 @@ def test_an_ambiguous_moment_does_not_leave_later_sessions_unlinked(tmp_path: Pa
     assert by_scope["session:D"]["lineage"] == by_scope["session:E"]["lineage"]
     (group,) = [g.record() for g in analysis.retry_groups]
     assert group["origin"] == "app-retry"
+
+
+def test_look_alike_stateless_clients_that_start_together_are_not_each_others_retries(tmp_path: Path) -> None:
+    """Three stateless bridges of one software on one host send the same request at once; the server refuses
+    each with a 503 in turn, so each next one looks like the last one's retry (0.00 s later, a new connection).
+    Each bridge then retries on its own connection: those are the retries, and the only ones (found by the
+    truth corpus's mcp-remote family on a loaded machine)."""
+    message = tool_call(2, "write_record")
+    headers = {"user-agent": "node"}
+    firsts = [
+        exchange(message, status=503, body=b"busy", content_type="text/plain", request_headers=headers,
+                 at=100.0 + 0.004 * n, duration=0.003)
+        for n in range(3)
+    ]  # fmt: skip
+    again = [
+        exchange(tool_call(3, "write_record"), body=result(3, text_result("ok")), request_headers=headers,
+                 at=100.65 + 0.01 * n, duration=0.01)
+        for n in range(3)
+    ]  # fmt: skip
+    for n, (first, retry) in enumerate(zip(firsts, again, strict=True)):
+        retry.client_conn = first.client_conn
+        first.client_conn.peername = ("127.0.0.1", 50000 + n)
+    analysis = analysis_of(tmp_path, *firsts, *again)
+    groups = [g.record() for g in analysis.retry_groups]
+    by_flow = {c["call_id"]: c["exchanges"][0] for c in analysis.calls}
+    pairs = sorted(tuple(by_flow[m] for m in g["members"]) for g in groups)
+    assert pairs == sorted((f.id, a.id) for f, a in zip(firsts, again, strict=True)), groups
+    assert {(g["origin"], g["confidence"]) for g in groups} == {("app-retry", "high")}
