@@ -72,6 +72,8 @@ def record_command(args: argparse.Namespace) -> list[str]:
         command += ["--set", f"mcp_rotate_size={args.rotate_size}"]
     if args.keep:
         command += ["--set", f"mcp_keep={args.keep}"]
+    if args.redact:
+        command += ["--set", "mcp_redact=true"]
     if not any("connection_strategy" in arg for arg in args.mitmdump_args):
         # Connect upstream only once a request has come: a dead upstream is then a recorded flow with
         # its error (NO_RESPONSE, "Connect call failed"), where the default (eager) drops the client first.
@@ -402,6 +404,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     record.add_argument("--listen-file", metavar="PATH", help="write the listening address here (JSON)")
     record.add_argument("--filter", metavar="EXPR", help="mitmproxy filter narrowing what is annotated")
+    record.add_argument(
+        "--redact",
+        action="store_true",
+        help="write secrets to the capture as consistent pseudonyms (mcp_redact); the traffic is unchanged",
+    )
     record.add_argument("-q", "--quiet", action="store_true", help="no console output")
     record.add_argument("--dry-run", action="store_true", help="print the mitmdump command instead of running it")
     record.add_argument(

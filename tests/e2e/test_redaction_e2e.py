@@ -255,12 +255,12 @@ def mitmweb_flows(path: Path, workdir: Path, timeout: float = 30) -> list[dict[s
 
 
 def test_record_with_mcp_redact_writes_no_secret(tmp_path: Path) -> None:
-    """``mcp-blackbox record ... -- --set mcp_redact=true``: the addon's own writer (mcp_write) redacts too."""
+    """``mcp-blackbox record ... --redact`` (mcp_redact): the addon's own writer (mcp_write) redacts too."""
     capture, listen_file, log_file = tmp_path / "rec.flows", tmp_path / "listen.json", tmp_path / "record.log"
     cli = str(Path(MITMDUMP).with_name("mcp-blackbox"))
     with start_server("stateful", auth_token=BEARER) as server:
         command = [cli, "record", "--upstream", f"http://127.0.0.1:{server.port}", "-p", "0", "-w", str(capture)]
-        command += ["--listen-file", str(listen_file), "--", "--set", "mcp_redact=true"]
+        command += ["--listen-file", str(listen_file), "--redact"]
         with log_file.open("wb") as log:
             process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path)
         proxy = Mitmdump(process, 0, capture, log_file)
