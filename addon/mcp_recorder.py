@@ -42,6 +42,7 @@ if __package__ in (None, "") or __name__.startswith("__mitmproxy_script__"):
 from mitmproxy import ctx, exceptions, flowfilter, http
 from mitmproxy.utils import human
 
+from mcp_blackbox.addon.error_side import Side, error_side
 from mcp_blackbox.addon.exchange_view import console_line, describe, recorded_events
 from mcp_blackbox.addon.mcp_detect import McpEndpoints, request_messages
 from mcp_blackbox.addon.record_redaction import RecordRedaction
@@ -74,15 +75,27 @@ def never_raises[Hook: Callable[..., Any]](hook: Hook) -> Hook:
     return guarded  # type: ignore[return-value]
 
 
-def stream_end_reason(error_message: str) -> str:
-    """Name why a stream ended early, from mitmproxy's error message."""
+def stream_end_reason(error_message: str, side: Side | None = None) -> str:
+    """Name why a stream ended early, from mitmproxy's error message and the side it came from.
+
+    ``side`` (addon/error_side.py) comes first: over HTTP/2 mitmproxy words a reset from either peer
+    "stream reset by client". Without it, an HTTP/2 reset is ``stream-reset`` (side unknown), never a
+    guessed client-abort; the other words are HTTP/1's, which name the side.
+    """
     text = error_message.lower()
-    if "client" in text:
-        return "client-abort"
     if "killed" in text:
         return "killed"
     if "shutdown" in text or "shut down" in text:
         return "proxy-shutdown"
+    reset = "stream reset" in text
+    if side == "client":
+        return "client-abort"
+    if side == "server":
+        return "server-reset" if reset else "upstream-error"
+    if reset:
+        return "stream-reset"
+    if "client" in text:
+        return "client-abort"
     return "upstream-error"
 
 
@@ -171,7 +184,9 @@ class McpRecorder:
     @never_raises
     def error(self, flow: http.HTTPFlow) -> None:
         message = flow.error.msg if flow.error else "unknown error"
-        self._close(flow, stream_end_reason(message), message)
+        # Read now, for a stream's record: mitmproxy's stream state moves on once the hook returns.
+        side = error_side(flow) if flow.id in self.open_streams else None
+        self._close(flow, stream_end_reason(message, side), message, side)
 
     @never_raises
     def done(self) -> None:
@@ -187,19 +202,19 @@ class McpRecorder:
             except Exception:
                 logger.exception("mcp_blackbox: judging %s at shutdown failed; its body is kept", flow.id)
 
-    def _close(self, flow: http.HTTPFlow, reason: str, error: str | None) -> None:
-        tap, record = self._keep_body(flow, reason, error)
+    def _close(self, flow: http.HTTPFlow, reason: str, error: str | None, side: Side | None = None) -> None:
+        tap, record = self._keep_body(flow, reason, error, side)
         self._annotate(flow, tap, record)
 
     def _keep_body(
-        self, flow: http.HTTPFlow, reason: str, error: str | None
+        self, flow: http.HTTPFlow, reason: str, error: str | None, side: Side | None = None
     ) -> tuple[StreamTap | None, dict[str, Any]]:
         """Put a streamed body back into the flow and make its record; (None, record) for the rest."""
         entry = self.open_streams.pop(flow.id, None)
         tap = entry[1] if entry else None
         record: dict[str, Any] = {"version": METADATA_VERSION}
         if tap is not None and flow.response is not None:
-            tap.finish(reason, error if reason != "complete" else None)
+            tap.finish(reason, error if reason != "complete" else None, side)
             framed = "content-encoding" not in flow.response.headers
             kept = tap.kept(framed=framed)
             flow.response.raw_content = kept

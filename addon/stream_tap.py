@@ -60,6 +60,7 @@ class StreamTap:
         self.ended: str | None = None
         self.end_time: float | None = None
         self.error: str | None = None
+        self.error_side: str | None = None  # "client" or "server": whose connection the error came from
         self.failures = 0
 
     def __call__(self, chunk: bytes) -> bytes | list[bytes]:
@@ -119,12 +120,13 @@ class StreamTap:
             if len(self.tail) > 2 * self.tail_limit:  # trimmed now and then, not on every chunk
                 del self.tail[: len(self.tail) - self.tail_limit]
 
-    def finish(self, reason: str, error: str | None = None) -> None:
+    def finish(self, reason: str, error: str | None = None, side: str | None = None) -> None:
         """Close the record once: the first reason given is the true one."""
         if self.ended is None:
             self.ended = reason
             self.end_time = self.clock()
             self.error = error
+            self.error_side = side
 
     def kept(self, *, framed: bool) -> bytes:
         """The body the flow file keeps: all of it, or, past the bound, the head and the tail.
@@ -185,6 +187,8 @@ class StreamTap:
             "ended": self.ended,
             "end_time": self.end_time,
             "error": self.error,
+            # Known from mitmproxy's stream state, not its words (addon/error_side.py); null: not known.
+            "error_side": self.error_side,
             "chunks": self.chunks,
             "unrecorded_chunks": self.unrecorded_chunks,
             "bytes": self.total_bytes,

@@ -8,12 +8,16 @@ Times are milliseconds after the request.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from mcp_blackbox.analyzer.records import C2S, Call, Exchange
 from mcp_blackbox.analyzer.vocabulary import Ending
 
 PROGRESS = "notifications/progress"
+# mitmproxy's words for an HTTP/2 RST_STREAM from either peer (it says "by client" for both).
+H2_RESET = "stream reset by client"
+RESET_CODE = re.compile(H2_RESET + r" \((\w+)\)")
 # mitmproxy's words for a connection to the server it could not make, or for being told to drop one.
 PROXY_WORDS = ("connect call failed", "connection refused", "name or service not known", "resolve", "killed", "shut")
 
@@ -51,6 +55,13 @@ def _how_it_ended(call: Call, exchange: Exchange) -> tuple[Ending, float | None,
     at = exchange.t_end or exchange.t_error
     said = " ".join(str(part) for part in (ended, error) if part) or None
     text = said.lower() if said else ""
+    if ended == "server-reset":  # the recorder saw the reset come from the server (addon/error_side.py)
+        return Ending.SERVER_CUT, at, f"the server reset the HTTP/2 stream{_reset_code(text)}"
+    if ended == "stream-reset" or (ended is None and H2_RESET in text):
+        # An HTTP/2 reset whose side is not known: mitmproxy words one from either peer "by client".
+        return Ending.RESET, at, f"HTTP/2 stream reset{_reset_code(text)}, by a side the capture does not know"
+    if ended == "client-abort" and H2_RESET in text:
+        return Ending.CLIENT_CLOSE, at, f"the client reset the HTTP/2 stream{_reset_code(text)}"
     if ended == "client-abort" or "client" in text:
         return Ending.CLIENT_CLOSE, at, said
     if any(word in text for word in PROXY_WORDS) or ended in ("killed", "proxy-shutdown"):
@@ -66,6 +77,12 @@ def _how_it_ended(call: Call, exchange: Exchange) -> tuple[Ending, float | None,
         return Ending.NEVER_ANSWERED, at, f"HTTP {exchange.status} without the answer"
     last = max((m.t for m in call.notifications), default=exchange.t_response)
     return Ending.CAPTURE_END, last, "still open when the capture ended"
+
+
+def _reset_code(text: str) -> str:
+    """`` (RST_STREAM CANCEL)`` from mitmproxy's "stream reset by client (CANCEL)"; empty if it has none."""
+    code = RESET_CODE.search(text)
+    return f" (RST_STREAM {code.group(1).upper()})" if code else ""
 
 
 def _ms(t: float | None, start: float) -> float | None:

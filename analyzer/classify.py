@@ -24,6 +24,12 @@ MODERN_ERROR_STATUS = {-32700: 400, -32600: 400, -32602: 400, -32020: 400, -3202
 # Ends the evidence that only the whole capture can give ("not resumed later in the capture"): the live
 # verdict, which sees one exchange as it ends, leaves those lines out.
 CAPTURE_WIDE = " in the capture"
+# What the recorder's HTTP/2 reset endings mean: mitmproxy words a RST_STREAM from either peer "stream reset
+# by client", so the words are not the side (addon/error_side.py reads it from mitmproxy's stream state).
+RESET_SIDES = {
+    "server-reset": "the server reset the HTTP/2 stream (RST_STREAM from the server's connection)",
+    "stream-reset": "an HTTP/2 stream reset; which side sent it is not known",
+}
 
 
 @dataclass
@@ -245,6 +251,8 @@ def _classify_unanswered(call: Call, facts: CaptureFacts, evidence: list[str]) -
         if stream is not None:
             why = f" ({stream['error']})" if stream.get("error") else ""
             evidence.append(f"stream ended: {stream.get('ended')}{why}")
+            if stream.get("ended") in RESET_SIDES:
+                evidence.append(RESET_SIDES[stream["ended"]])
         elif exchange.error:
             evidence.append(f"stream ended: {exchange.error}")
         else:

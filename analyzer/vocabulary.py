@@ -238,6 +238,7 @@ class Ending(StrEnum):
     CLIENT_CANCEL = "client-cancel"
     CLIENT_CLOSE = "client-close"
     SERVER_CUT = "server-cut"
+    RESET = "reset"
     PROXY = "proxy"
     HTTP_STATUS = "http-status"
     NEVER_ANSWERED = "never-answered"
@@ -251,7 +252,8 @@ class Ending(StrEnum):
 _ENDING_DESCRIPTIONS: dict[Ending, str] = {
     Ending.CLIENT_CANCEL: "The client sent notifications/cancelled: it gave up waiting.",
     Ending.CLIENT_CLOSE: "The client closed the connection or the stream before the answer.",
-    Ending.SERVER_CUT: "The server closed the stream or the connection without the answer.",
+    Ending.SERVER_CUT: "The server closed or reset the stream, or closed the connection, without the answer.",
+    Ending.RESET: "An HTTP/2 stream reset before the answer, by a side the capture does not know.",
     Ending.PROXY: "The proxy ended it: it could not reach the server, or was stopped.",
     Ending.HTTP_STATUS: "An HTTP error status came instead of a JSON-RPC answer (from the server or a gateway).",
     Ending.NEVER_ANSWERED: "The server took the request (a 202 or a body without the answer); no answer followed.",
