@@ -13,6 +13,7 @@ import base64
 import contextlib
 import hashlib
 import json
+import math
 import re
 import time
 from collections import Counter
@@ -34,6 +35,16 @@ from mcp_blackbox.analyzer.redact import redact_headers, redact_strings, redact_
 from mcp_blackbox.analyzer.vocabulary import Flag, Outcome, Safety, is_failure, vocabulary_data
 
 DETAIL_LIMIT = 3000  # calls whose bytes the report carries (failures and retries first)
+# Above this many calls the uneventful ones are aggregated per lane and time bucket (see ``eventful``): one row
+# per call would make a page of about 300 bytes a call, too big for a browser at a million calls.
+AGGREGATE_ABOVE = 50_000
+AGGREGATE_BUCKETS = 500  # at most this many buckets across the capture's span, per lane
+BUCKET_STEPS_MS = [
+    1e3, 2e3, 5e3, 1e4, 15e3, 3e4, 6e4, 12e4, 3e5, 6e5, 9e5, 18e5, 36e5, 72e5, 108e5, 216e5, 432e5, 864e5,
+]  # fmt: skip
+AGGREGATE_COLUMNS = [
+    "lane", "t0", "t1", "count", "outcomes", "methods", "tools", "dur_min", "dur_p50", "dur_p95", "dur_max",
+]  # fmt: skip
 BODY_LIMIT = 16_384  # characters of one body shown
 TICK_LIMIT = 50  # SSE event ticks drawn per call
 LANE_KINDS = {"connection": "conn", "sse-session": "sse"}  # short names in the timeline's lane labels
@@ -45,14 +56,29 @@ COLUMNS = [
 
 
 def build_report(
-    paths: Iterable[str | Path], *, redact: bool = True, analysis: Analysis | None = None
+    paths: Iterable[str | Path],
+    *,
+    redact: bool = True,
+    analysis: Analysis | None = None,
+    aggregate_above: int = AGGREGATE_ABOVE,
 ) -> dict[str, Any]:
-    """The report's data; ``analysis`` of the same paths, if the caller has one already."""
+    """The report's data; ``analysis`` of the same paths, if the caller has one already.
+
+    Above ``aggregate_above`` calls the uneventful ones (``eventful`` says which are not) are folded into
+    per-lane time buckets (``aggregates``) and only the eventful calls get a row each.
+    """
     sources = [str(p) for p in paths]
     analysis = analysis if analysis is not None else analyze(sources)
-    calls = analysis.call_objects
-    origin = min((c.request.t for c in calls), default=0.0)
-    lanes: dict[str, int] = {}
+    every = analysis.call_objects
+    origin = min((c.request.t for c in every), default=0.0)
+    lanes: dict[str, int] = {_lane_key(call): 0 for call in every}  # lane -> index, in the order lanes start
+    for n, lane in enumerate(lanes):
+        lanes[lane] = n
+    duplicate_calls = {c.call_id for d in analysis.duplicate_executions for c in d.calls}
+    calls, quiet = every, []
+    if len(every) > aggregate_above:
+        calls = [c for c in every if eventful(c, duplicate_calls)]
+        quiet = [c for c in every if not eventful(c, duplicate_calls)]
     clients: dict[str, int] = {}  # unit -> index into the page's client table
     rows = [_row(call, origin, lanes, clients, sources) for call in calls]
     chosen = _worth_opening(calls)
@@ -60,20 +86,75 @@ def build_report(
     text = redact_text if redact else (lambda s: s)
     for row in rows:
         row[17] = text(row[17])
-    lane_records, lane_groups = _lanes(calls, lanes, sources)
+    lane_records, lane_groups = _lanes(every, lanes, sources)
+    end = max((c.t_end or c.request.t for c in every), default=origin)
+    aggregates, bucket_ms = _aggregates(quiet, origin, lanes, end)
+    meta = _meta(analysis, sources, origin, redact)
+    meta.update(aggregated=len(quiet), aggregate_above=aggregate_above, bucket_ms=bucket_ms, rows=len(rows))
     return {
-        "meta": _meta(analysis, sources, origin, redact),
+        "meta": meta,
         "columns": COLUMNS,
         "lanes": lane_records,
         "lane_groups": lane_groups,
         "clients": _clients(calls, clients, redact),
         "calls": rows,
+        "aggregate_columns": AGGREGATE_COLUMNS,
+        "aggregates": aggregates,
         "ticks": {c.call_id: ticks for c in calls if (ticks := _ticks(c, origin))},
         "groups": [g.record() for g in analysis.retry_groups],
         "details": details,
         "anatomy": _anatomies(calls, redact),
         "vocabulary": vocabulary_data(),
     }
+
+
+def eventful(call: Call, duplicate_calls: set[str]) -> bool:
+    """A call a reader must be able to open on its own: a failure, a flag, an attempt of a retry chain, a run
+    of a repeated execution. Every other call is uneventful: it may be aggregated in a huge capture's report."""
+    return bool(is_failure(call.outcome) or call.flags or call.retry_group or call.call_id in duplicate_calls)
+
+
+def bucket_width(span_ms: float) -> float:
+    """A round width (1 s, 2 s, 5 s, 10 s ... 1 day) giving at most AGGREGATE_BUCKETS buckets across the span."""
+    for step in BUCKET_STEPS_MS:
+        if span_ms / step <= AGGREGATE_BUCKETS:
+            return step
+    return BUCKET_STEPS_MS[-1]
+
+
+def _aggregates(
+    quiet: list[Call], origin: float, lanes: dict[str, int], end: float
+) -> tuple[list[list[Any]], float | None]:
+    """The uneventful calls folded per lane and time bucket: one record each (``AGGREGATE_COLUMNS``), by start.
+
+    Durations are summarised by their minimum, median, 95th percentile (nearest rank) and maximum; the bucket's
+    drawn extent runs from its first call's start to its last call's end.
+    """
+    if not quiet:
+        return [], None
+    width = bucket_width((end - origin) * 1000)
+    buckets: dict[tuple[int, int], list[Call]] = {}
+    for call in quiet:
+        start = (call.request.t - origin) * 1000
+        buckets.setdefault((lanes[_lane_key(call)], int(start // width)), []).append(call)
+    records = []
+    for (lane, _), members in buckets.items():
+        spans = [((c.request.t - origin) * 1000, max(0.0, (c.t_end or c.request.t) - c.request.t) * 1000)
+                 for c in members]  # fmt: skip
+        durations = sorted(d for _, d in spans)
+
+        def rank(q: float, durations: list[float] = durations) -> float:
+            return round(durations[max(0, math.ceil(q * len(durations)) - 1)], 3)
+
+        records.append([
+            lane, round(min(s for s, _ in spans), 3), round(max(s + d for s, d in spans), 3), len(members),
+            dict(Counter(str(c.outcome) for c in members).most_common()),
+            dict(Counter(c.method or "(response)" for c in members).most_common()),
+            dict(Counter(c.tool for c in members if c.tool).most_common()),
+            round(durations[0], 3), rank(0.5), rank(0.95), round(durations[-1], 3),
+        ])  # fmt: skip
+    records.sort(key=lambda r: (r[1], r[0]))
+    return records, width
 
 
 def _lane_key(call: Call) -> str:
@@ -324,9 +405,14 @@ def content_security_policy(style: str, script: str) -> str:
 
 
 def write_report(
-    paths: Iterable[str | Path], output: str | Path, *, redact: bool = True, analysis: Analysis | None = None
+    paths: Iterable[str | Path],
+    output: str | Path,
+    *,
+    redact: bool = True,
+    analysis: Analysis | None = None,
+    aggregate_above: int = AGGREGATE_ABOVE,
 ) -> dict[str, Any]:
-    data = build_report(paths, redact=redact, analysis=analysis)
+    data = build_report(paths, redact=redact, analysis=analysis, aggregate_above=aggregate_above)
     # What can still hold a lone surrogate (a clientInfo name in the header) is written as an escape.
     Path(output).write_text(render_report(data), encoding="utf-8", errors="backslashreplace")
     return data

@@ -9,6 +9,22 @@
   const N = calls.length;
   const indexOf = new Map(calls.map(function (row, i) { return [row[C.id], i]; }));
   const byId = function (id) { const i = indexOf.get(id); return i === undefined ? null : calls[i]; };
+  // A huge capture's uneventful calls (success, no flag, no retry, no repeated run) come folded per lane and
+  // time bucket: one aggregate each, drawn as a faint bar and listed as a summary row. Item k of the table's
+  // order is a call when k >= 0, else the aggregate -k - 1.
+  const aggs = data.aggregates || [];
+  const NA = aggs.length;
+  const A = {};
+  (data.aggregate_columns || []).forEach(function (name, i) { A[name] = i; });
+  const owns = function (object, key) { return Object.prototype.hasOwnProperty.call(object, key); };
+  const order = (function () {
+    const out = new Int32Array(N + NA);
+    let i = 0, k = 0, n = 0;
+    while (i < N || k < NA) {
+      if (k >= NA || (i < N && calls[i][C.t0] <= aggs[k][A.t0])) out[n++] = i++; else out[n++] = -(k++) - 1;
+    }
+    return out;
+  })();
   const groups = new Map(data.groups.map(function (g) { return [g.retry_group, g]; }));
   // Names, colours, descriptions and "is this a failure" come from the analyzer's vocabulary, never spelled here.
   const OUTCOMES = new Map(data.vocabulary.outcomes.map(function (o) { return [o.name, o]; }));
@@ -75,6 +91,8 @@
   const distinct = function (col) {
     const seen = new Set();
     for (let i = 0; i < N; i++) { const v = calls[i][C[col]]; if (v !== null && v !== "") seen.add(v); }
+    const key = { outcome: "outcomes", method: "methods", tool: "tools" }[col];
+    if (key) aggs.forEach(function (a) { Object.keys(a[A[key]]).forEach(function (v) { if (v !== "(response)") seen.add(v); }); });
     return Array.from(seen).sort();
   };
   fill(controls.outcome, distinct("outcome"));
@@ -114,9 +132,24 @@
     return hay[i];
   }
 
-  let visible = [];  // indices into calls, in table order
+  let visible = [];  // items of the table's order: calls (>= 0) and aggregates (< 0)
   const shown = new Uint8Array(N);
+  const aggShown = new Uint8Array(NA);
   let selected = null;
+  let selectedAgg = null;  // the aggregate whose summary the details panel shows, when no call is selected
+  // An aggregate holds only uneventful calls: no flag, chain or repeated run, and nothing of theirs to search
+  // but their lane. It matches a filter on outcome, layer, method or tool when one of its calls does.
+  function aggMatches(a, f, needle) {
+    if (f.flag || f.set) return false;
+    if (f.outcome && !owns(a[A.outcomes], f.outcome)) return false;
+    if (f.layer && !Object.keys(a[A.outcomes]).some(function (o) { return OUTCOMES.has(o) && OUTCOMES.get(o).layer === f.layer; })) return false;
+    if (f.method && !owns(a[A.methods], f.method)) return false;
+    if (f.tool && !owns(a[A.tools], f.tool)) return false;
+    if (f.session && String(a[A.lane]) !== f.session) return false;
+    if (needle) { const lane = data.lanes[a[A.lane]]; return (lane.id + " " + lane.label).toLowerCase().indexOf(needle) >= 0; }
+    return true;
+  }
+  const firstCall = function () { const n = visible.find(function (i) { return i >= 0; }); return n === undefined ? null : n; };
   function applyFilters() {
     const f = {};
     Object.keys(controls).forEach(function (k) { f[k] = controls[k].value; });
@@ -126,7 +159,15 @@
     const flowPrefix = /^[0-9a-f]{12,}$/.test(compact) && needle.indexOf("-") >= 0 ? "c" + compact.slice(0, 12) : null;
     const inSet = f.set ? SETS[f.set] : null;
     visible = [];
-    for (let i = 0; i < N; i++) {
+    let callsShown = 0, aggRows = 0, aggCalls = 0;
+    for (let n = 0; n < order.length; n++) {
+      const i = order[n];
+      if (i < 0) {
+        const a = aggs[-i - 1], on = aggMatches(a, f, needle);
+        aggShown[-i - 1] = on ? 1 : 0;
+        if (on) { visible.push(i); aggRows++; aggCalls += a[A.count]; }
+        continue;
+      }
       const r = calls[i];
       let ok = !(f.outcome && r[C.outcome] !== f.outcome) && !(f.layer && r[C.layer] !== f.layer) &&
         !(f.method && r[C.method] !== f.method) && !(f.tool && r[C.tool] !== f.tool) &&
@@ -134,16 +175,19 @@
         !(f.flag && (" " + r[C.flags] + " ").indexOf(" " + f.flag + " ") < 0) && !(inSet && !inSet(r));
       if (ok && needle) ok = haystack(i).indexOf(needle) >= 0 || (flowPrefix !== null && r[C.id].indexOf(flowPrefix) === 0);
       shown[i] = ok ? 1 : 0;
-      if (ok) visible.push(i);
+      if (ok) { visible.push(i); callsShown++; }
     }
-    document.getElementById("count").textContent = visible.length + " of " + N + " calls";
+    document.getElementById("count").textContent = NA || data.meta.aggregated
+      ? callsShown + " of " + N + " eventful calls, " + aggCalls + " of " + data.meta.aggregated + " uneventful calls in " + aggRows + " summary rows"
+      : callsShown + " of " + N + " calls";
     markCards();
     renderRows(true);
     if (restoring) return;  // restore() picks the call and draws once
     // The details follow the filter: never a call the filter hides.
     const at = selected === null ? undefined : indexOf.get(selected);
     if (at === undefined || !shown[at]) {
-      if (visible.length) select(calls[visible[0]][C.id], { quiet: true });
+      const first = firstCall();
+      if (first !== null) select(calls[first][C.id], { quiet: true });
       else showNothing();
     }
     drawTimeline();
@@ -219,6 +263,7 @@
     const last = Math.min(visible.length, first + Math.ceil(body.clientHeight / ROW) + 10);
     rowsBox.textContent = "";
     for (let n = first; n < last; n++) {
+      if (visible[n] < 0) { rowsBox.appendChild(aggregateRow(-visible[n] - 1, n)); continue; }
       const r = calls[visible[n]];
       const id = r[C.id];
       const row = el("div", null, "row" + (id === selected ? " selected" : ""));
@@ -240,9 +285,38 @@
       rowsBox.appendChild(row);
     }
   }
+  const mix = function (counts, limit) {
+    const keys = Object.keys(counts);
+    return keys.slice(0, limit || keys.length).map(function (k) { return k + " ×" + counts[k]; }).join(", ") +
+      (limit && keys.length > limit ? ", …" : "");
+  };
+  const aggregateSummary = function (a) {
+    return a[A.count] + " uneventful call" + (a[A.count] === 1 ? "" : "s") + ": " + mix(a[A.outcomes]) + "; duration p50 " +
+      duration(a[A.dur_p50]) + ", p95 " + duration(a[A.dur_p95]) + ", max " + duration(a[A.dur_max]);
+  };
+  function aggregateRow(k, n) {
+    const a = aggs[k];
+    const row = el("div", null, "row aggregate" + (k === selectedAgg && selected === null ? " selected" : ""));
+    row.style.position = "absolute"; row.style.top = (n * ROW) + "px"; row.style.left = "0"; row.style.right = "0";
+    row.dataset.aggregate = String(k);
+    cell(row, "Σ " + a[A.count] + " calls", "mono", a[A.count] + " uneventful calls of " + data.lanes[a[A.lane]].label);
+    cell(row, wall(a[A.t0]), "mono", day(a[A.t0]) + " " + wall(a[A.t0]) + " – " + wall(a[A.t1]) + " UTC");
+    cell(row, duration(a[A.dur_p50]), "num", "median duration; max " + duration(a[A.dur_max]));
+    const pill = el("span", "uneventful", "pill"); pill.style.background = "#98a2b3"; pill.title = mix(a[A.outcomes]);
+    cell(row).appendChild(pill);
+    cell(row, mix(a[A.methods], 2), null, mix(a[A.methods]));
+    cell(row, mix(a[A.tools], 2), null, mix(a[A.tools]));
+    cell(row, "—");
+    cell(row, "");
+    const summary = aggregateSummary(a);
+    cell(row, summary, null, summary);
+    row.addEventListener("click", function () { showAggregate(k); });
+    return row;
+  }
   body.addEventListener("scroll", function () { renderRows(false); });
-  function scrollRowIntoView(id) {
-    const n = visible.indexOf(indexOf.get(id));
+  function scrollRowIntoView(id) { scrollItemIntoView(indexOf.get(id)); }
+  function scrollItemIntoView(item) {
+    const n = visible.indexOf(item);
     if (n < 0) return;
     const top = n * ROW;
     if (top < body.scrollTop) body.scrollTop = top;
@@ -255,9 +329,10 @@
     const tr = el("tr"); tr.appendChild(el("td", key)); tr.appendChild(el("td", value)); table.appendChild(tr);
   }
   function showNothing() {
-    selected = null;
+    selected = null; selectedAgg = null;
     details.textContent = "";
     delete details.dataset.callId;
+    delete details.dataset.aggregate;
     details.appendChild(el("p", "No call matches the filters.", "muted nothing"));
   }
   function who(r) {
@@ -380,10 +455,33 @@
       }
     });
   }
+  function showAggregate(k) {
+    const a = aggs[k], lane = data.lanes[a[A.lane]];
+    selected = null; selectedAgg = k;
+    details.textContent = "";
+    delete details.dataset.callId;
+    details.dataset.aggregate = String(k);
+    details.appendChild(el("h3", "Σ " + a[A.count] + " uneventful calls  " + lane.label));
+    details.appendChild(el("p", day(a[A.t0]) + " " + wall(a[A.t0]) + " – " + wall(a[A.t1]) + " UTC  (" + offset(a[A.t0]) +
+      " after the first call)", "when"));
+    details.appendChild(el("p", "These calls succeeded with no flag, no retry and no repeated run, so this report of " +
+      data.meta.calls + " calls counts them instead of listing them (" + data.meta.aggregated + " uneventful calls in all, in buckets of " +
+      duration(data.meta.bucket_ms) + " per lane). mcp-blackbox export lists every call.", "muted aggregate-note"));
+    const t = el("table", null, "aggregate");
+    kv(t, "lane", lane.id);
+    kv(t, "outcomes", mix(a[A.outcomes]));
+    kv(t, "methods", mix(a[A.methods]));
+    if (Object.keys(a[A.tools]).length) kv(t, "tools", mix(a[A.tools]));
+    kv(t, "duration", "min " + duration(a[A.dur_min]) + ", p50 " + duration(a[A.dur_p50]) + ", p95 " + duration(a[A.dur_p95]) +
+      ", max " + duration(a[A.dur_max]));
+    details.appendChild(t);
+    renderRows(false); drawTimeline(); writeHash();
+  }
   function select(id, opts) {
     opts = opts || {};
     if (byId(id) === null) return;
-    selected = id;
+    selected = id; selectedAgg = null;
+    delete details.dataset.aggregate;
     renderRows(false);
     renderDetails(id);
     if (!opts.quiet) { drawTimeline(); writeHash(); }
@@ -400,10 +498,11 @@
   }
 
   // ---- timeline: time axis with idle gaps folded ---------------------------------------------
-  const t0s = new Float64Array(N), t1s = new Float64Array(N);
+  // Calls first, then aggregates (call i, aggregate N + k): an aggregate's stretch is busy, never an idle gap.
+  const t0s = new Float64Array(N + NA), t1s = new Float64Array(N + NA);
   let span = 1;
-  for (let i = 0; i < N; i++) {
-    t0s[i] = calls[i][C.t0]; t1s[i] = t0s[i] + Math.max(0, calls[i][C.dur]);
+  for (let i = 0; i < N + NA; i++) {
+    if (i < N) { t0s[i] = calls[i][C.t0]; t1s[i] = t0s[i] + Math.max(0, calls[i][C.dur]); } else { t0s[i] = aggs[i - N][A.t0]; t1s[i] = aggs[i - N][A.t1]; }
     if (t1s[i] > span) span = t1s[i];
   }
   // An idle gap: no call in flight for over GAP_MIN_MS. The longest are folded first, each while it is over
@@ -411,10 +510,10 @@
   const GAP_MIN_MS = 2000, GAP_SHARE = 0.05, MAX_FOLDS = 50;
   const idle = (function () {
     let order = null;
-    for (let i = 1; i < N; i++) if (t0s[i] < t0s[i - 1]) { order = Array.from(t0s.keys()).sort(function (a, b) { return t0s[a] - t0s[b]; }); break; }
+    for (let i = 1; i < N + NA; i++) if (t0s[i] < t0s[i - 1]) { order = Array.from(t0s.keys()).sort(function (a, b) { return t0s[a] - t0s[b]; }); break; }
     const found = [];
     let end = -Infinity;
-    for (let n = 0; n < N; n++) {
+    for (let n = 0; n < N + NA; n++) {
       const i = order ? order[n] : n;
       if (end > -Infinity && t0s[i] - end > GAP_MIN_MS) found.push([end, t0s[i]]);
       if (t1s[i] > end) end = t1s[i];
@@ -432,7 +531,7 @@
   let gapsShown = false;
   let segments = [];  // {r0, r1, d0, d1, gap}: real ms -> display units, piecewise linear
   let totalD = span;
-  const dS = new Float64Array(N), dE = new Float64Array(N);
+  const dS = new Float64Array(N + NA), dE = new Float64Array(N + NA);
   function buildAxis() {
     segments = [];
     if (gapsShown || !idle.length) {
@@ -448,7 +547,7 @@
       });
       segments.push({ r0: r, r1: Infinity, d0: d, d1: Infinity, gap: false });
     }
-    for (let i = 0; i < N; i++) { dS[i] = toDisplay(t0s[i]); dE[i] = toDisplay(t1s[i]); }
+    for (let i = 0; i < N + NA; i++) { dS[i] = toDisplay(t0s[i]); dE[i] = toDisplay(t1s[i]); }
     totalD = toDisplay(span);
   }
   function segmentAt(value, key) {
@@ -477,6 +576,7 @@
   });
   data.lanes.forEach(function (lane, i) { laneGroups[lane.group].lanes.push(i); });
   for (let i = 0; i < N; i++) laneGroups[data.lanes[calls[i][C.lane]].group].calls++;
+  aggs.forEach(function (a) { laneGroups[data.lanes[a[A.lane]].group].calls += a[A.count]; });
   const groupOrder = laneGroups.slice().sort(function (a, b) { return a.source - b.source || a.n - b.n; });
   const collapsed = new Set();
   let rows = [];
@@ -498,7 +598,7 @@
   const tip = document.getElementById("tip");
   const LANE = 16, AXIS = 22, LEFT = 170, RIGHT = 10, MAX_ROWS = 40;
   let view = { from: 0, to: 1, rowScroll: 0 };
-  let bars = [], marks = [], drag = null;
+  let bars = [], aggBars = [], marks = [], drag = null;
   function fullView() { view.from = -totalD * 0.01; view.to = totalD * 1.01; }
   const plotWidth = function () { return Math.max(10, canvas.clientWidth - LEFT - RIGHT); };
   const zoomed = function () { return view.from > -totalD * 0.01 + 1e-6 || view.to < totalD * 1.01 - 1e-6; };
@@ -591,9 +691,28 @@
     ctx.font = "11px sans-serif";
     // bars: the calls the filters show; the others faint, for context
     ctx.save(); ctx.beginPath(); ctx.rect(LEFT, AXIS, width - LEFT, height - AXIS); ctx.clip();
-    bars = [];
+    bars = []; aggBars = [];
     const positions = new Map();
     let selectedBar = null;
+    // aggregates first, under the calls: faint bars of their dominant outcome's colour, framed
+    for (let k = 0; k < NA; k++) {
+      const a = aggs[k];
+      const rowIndex = rowOfLane[a[A.lane]];
+      const v = rowIndex - view.rowScroll;
+      if (v < 0 || v >= shownRows) continue;
+      const x0 = X(dS[N + k]), x1 = Math.max(x0 + 2, X(dE[N + k]));
+      if (x1 < LEFT || x0 > width) continue;
+      const header = rows[rowIndex].kind === "group";
+      const y = AXIS + v * LANE + (header ? 5 : 3), h = header ? LANE - 10 : LANE - 6;
+      ctx.globalAlpha = aggShown[k] ? 0.35 : 0.06;
+      ctx.fillStyle = colorOf(Object.keys(a[A.outcomes])[0]);
+      ctx.fillRect(x0, y, x1 - x0, h);
+      if (!aggShown[k]) continue;
+      ctx.globalAlpha = 0.8; ctx.strokeStyle = k === selectedAgg && selected === null ? "#101828" : "#98a2b3"; ctx.lineWidth = 1;
+      ctx.strokeRect(x0 + 0.5, y + 0.5, Math.max(1, x1 - x0 - 1), h - 1);
+      aggBars.push({ aggregate: k, x0: x0, x1: x1, y: y, h: h });
+    }
+    ctx.globalAlpha = 1;
     for (let i = 0; i < N; i++) {
       const r = calls[i];
       const rowIndex = rowOfLane[r[C.lane]];
@@ -638,6 +757,7 @@
     }
     ctx.restore();
     canvas.dataset.bars = String(bars.length);
+    canvas.dataset.aggregateBars = String(aggBars.length);
     canvas.dataset.axis = axis.join(" | ");
     canvas.dataset.gaps = marks.map(function (m) { return m.label; }).join(" | ");
     const from = toReal(view.from), to = toReal(view.to);
@@ -650,6 +770,10 @@
   function barAt(p) {
     for (let i = bars.length - 1; i >= 0; i--) {
       const b = bars[i];
+      if (p.x >= b.x0 - 1 && p.x <= b.x1 + 1 && p.y >= b.y - 1 && p.y <= b.y + b.h + 1) return b;
+    }
+    for (let i = aggBars.length - 1; i >= 0; i--) {
+      const b = aggBars[i];
       if (p.x >= b.x0 - 1 && p.x <= b.x1 + 1 && p.y >= b.y - 1 && p.y <= b.y + b.h + 1) return b;
     }
     return null;
@@ -725,6 +849,7 @@
     drag = null;
     if (!d.moved) {
       const b = barAt(p);
+      if (b && b.aggregate !== undefined) { showAggregate(b.aggregate); scrollItemIntoView(-b.aggregate - 1); renderRows(false); return; }
       if (b) { select(b.id); scrollRowIntoView(b.id); renderRows(false); return; }
       const row = rowAt(p);
       if (row && row.kind === "group") {
@@ -742,7 +867,10 @@
     const p = localPoint(e);
     const b = barAt(p);
     let text = null;
-    if (b) {
+    if (b && b.aggregate !== undefined) {
+      const a = aggs[b.aggregate];
+      text = "Σ " + aggregateSummary(a) + "\n" + wall(a[A.t0]) + " – " + wall(a[A.t1]) + " UTC · " + data.lanes[a[A.lane]].label;
+    } else if (b) {
       const r = byId(b.id);
       text = b.id + " " + (r[C.method] || "(response)") + (r[C.tool] ? " " + r[C.tool] : "") + ": " + r[C.outcome] +
         (r[C.flags] ? " [" + r[C.flags] + "]" : "") + " — " + r[C.verdict] + "\n" + wall(r[C.t0]) + " UTC (" + offset(r[C.t0]) +
@@ -792,10 +920,11 @@
 
   // ---- keyboard -------------------------------------------------------------------------------
   function step(by) {
-    if (!visible.length) return;
-    const at = selected === null ? -1 : visible.indexOf(indexOf.get(selected));
-    const next = at < 0 ? (by > 0 ? 0 : visible.length - 1) : Math.max(0, Math.min(visible.length - 1, at + by));
-    const id = calls[visible[next]][C.id];
+    const items = NA ? visible.filter(function (i) { return i >= 0; }) : visible;  // the keys step through calls
+    if (!items.length) return;
+    const at = selected === null ? -1 : items.indexOf(indexOf.get(selected));
+    const next = at < 0 ? (by > 0 ? 0 : items.length - 1) : Math.max(0, Math.min(items.length - 1, at + by));
+    const id = calls[items[next]][C.id];
     select(id, { quiet: true });
     scrollRowIntoView(id);
     renderRows(false);
@@ -865,8 +994,9 @@
     applyFilters();
     let first = call;
     if (first === null || !shown[indexOf.get(first)]) {
-      const failure = visible.find(function (i) { return isFailure(calls[i][C.outcome]); });
-      first = failure !== undefined ? calls[failure][C.id] : (visible.length ? calls[visible[0]][C.id] : null);
+      const failure = visible.find(function (i) { return i >= 0 && isFailure(calls[i][C.outcome]); });
+      const any = firstCall();
+      first = failure !== undefined ? calls[failure][C.id] : (any !== null ? calls[any][C.id] : null);
     }
     if (first !== null) { select(first, { quiet: true }); scrollRowIntoView(first); renderRows(false); } else showNothing();
     drawTimeline();
@@ -898,7 +1028,11 @@
     },
     view: function () { return { from: toReal(view.from), to: toReal(view.to), gapsShown: gapsShown, idleGaps: idle.length, left: LEFT }; },
     selected: function () { return selected; },
-    visible: function () { return visible.map(function (i) { return calls[i][C.id]; }); },
+    visible: function () { return visible.filter(function (i) { return i >= 0; }).map(function (i) { return calls[i][C.id]; }); },
+    aggregates: function () {
+      return visible.filter(function (i) { return i < 0; }).map(function (i) { return { index: -i - 1, count: aggs[-i - 1][A.count] }; });
+    },
+    aggregateBars: function () { return aggBars.map(function (b) { return { aggregate: b.aggregate, x0: b.x0, x1: b.x1, y: b.y, h: b.h }; }); },
   };
   window.__reportReady = true;
 })();
