@@ -25,6 +25,7 @@ from mitmproxy import io as flow_io
 from mitmproxy.test import taddons
 
 from mcp_blackbox.addon.mcp_recorder import METADATA_KEY, McpRecorder, is_event_stream, stream_end_reason
+from mcp_blackbox.addon.stream_tap import TAIL_LIMIT
 from mcp_blackbox.analyzer import cli
 from mcp_blackbox.analyzer.analysis import Analysis, analyze
 from mcp_blackbox.analyzer.export import write_csv, write_json
@@ -285,9 +286,18 @@ def _check_recorded(plan: StreamPlan, sent: bytes | None, bound: int | None) -> 
     assert saved.metadata == f.metadata, (saved.metadata, f.metadata)
     if sent is None:
         return
-    kept = sent if bound is None else sent[:bound]
-    assert f.response is not None and f.response.raw_content == kept
-    assert saved.response is not None and saved.response.raw_content == kept
+    assert f.response is not None and saved.response is not None
+    kept = f.response.raw_content or b""
+    assert saved.response.raw_content == kept
+    if bound is None:
+        assert kept == sent
+    else:
+        # Past the bound: a head of at most `bound` bytes and a tail of at most TAIL_LIMIT (never more than
+        # the bound) of the stream's last bytes, nothing else, nothing reordered (addon/stream_tap.py).
+        head = _head_length(kept, sent, bound, min(bound, TAIL_LIMIT))
+        assert head is not None, (kept, sent, bound)
+        gap = f.metadata[METADATA_KEY]["stream"]["dropped_range"]
+        assert gap is None or gap == [head, head + len(sent) - len(kept)], (gap, head)
     stream = f.metadata[METADATA_KEY]["stream"]
     assert stream["bytes"] == len(sent)
     assert stream["stored_bytes"] == len(kept) and stream["dropped_bytes"] == len(sent) - len(kept)
@@ -300,6 +310,18 @@ def _check_recorded(plan: StreamPlan, sent: bytes | None, bound: int | None) -> 
     assert stream["ended"] == expected_end, (stream["ended"], plan.end)
     if stream["event_times"] is not None:
         assert all(t is None or isinstance(t, float) for t in stream["event_times"])
+
+
+def _head_length(kept: bytes, sent: bytes, bound: int, tail_limit: int) -> int | None:
+    """How many bytes of ``kept`` are the stream's head, when ``kept`` is a head (at most ``bound``) followed
+    by a tail (at most ``tail_limit``) of ``sent``; None when it is not."""
+    if kept == sent:
+        return len(sent)
+    for head in range(min(bound, len(kept)), -1, -1):
+        tail = len(kept) - head
+        if tail <= tail_limit and kept[:head] == sent[:head] and kept[head:] == sent[len(sent) - tail :]:
+            return head
+    return None
 
 
 # ---------------------------------------------------------------- the report: escaping

@@ -1,0 +1,302 @@
+"""A day of traffic: a million calls in rotated files, read, analyzed, exported and reported, in one run.
+
+    .venv/bin/python tests/benchmarks/bench_scale.py [--calls N] [--dir D] [--rotate-mb M] [--seed S] [--regenerate]
+
+A benchmark, not a test: it prints numbers and PASS/MISS lines and exits 0 either way.
+
+1. The capture: ``synthetic_capture.py`` (next to this file) with N JSON-RPC requests (default
+   1,000,000), written as the recorder rotates its files: a directory of ``mcp-<UTC start>-<n>.flows``
+   files of about ``--rotate-mb`` MB each (default 64), each started when the first flow after a
+   rotation ends, named by that flow's completion time (``addon/rotation.py``'s ``rotated_name``). The
+   analyzer reads the directory as one capture (``analyzer/inputs.py``). Cached in the temp directory
+   under a name holding N, the seed, the client count, the file size and the generator version, and
+   reused on the next run (``--regenerate`` writes it again; ``--dir D`` uses D instead).
+2. Phases, each in a fresh Python process (as bench_analyzer.py: imports excluded from the times, peak
+   RSS from ``VmHWM``), over the same files, read once beforehand into the page cache when they fit:
+   - ``read``: ``mitmproxy.io.FlowReader(f).stream()`` over every file, every flow consumed;
+   - ``analyze``: ``analyze([DIR])`` then ``export.write_json`` into /dev/null: what
+     ``mcp-blackbox export DIR -o /dev/null`` does;
+   - ``report``: ``write_report([DIR], out.html)`` (the analysis again, then the details pass);
+   then the report's size and its time to interactive in headless Chromium (median of 3 loads,
+   ``report_timing.py``, shared with bench_report.py).
+3. Goals: analysis plus export at most 0.5 of FlowReader's time, its peak RSS under 500 MB, the
+   report under 50 MB and interactive in under 3 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+sys.path[:0] = [str(HERE), str(REPO)]
+
+from bench_analyzer import mb, peak_rss_mb  # noqa: E402
+
+RATIO_GOAL = 0.5
+RSS_GOAL_MB = 500.0
+REPORT_MB_GOAL = 50.0
+READY_MS_GOAL = 3000.0
+COMPLETE = ".complete"  # written last: a directory without it is an interrupted generation
+
+
+# ---------------------------------------------------------------------------- the capture
+
+
+def generate_rotated(directory: Path, calls: int, seed: int, clients: int, rotate_bytes: int) -> dict[str, Any]:
+    """The synthetic capture as rotated files in ``directory``: a new file once the current one has passed
+    ``rotate_bytes``, opened when the next flow ends (the recorder's rule: no empty files)."""
+    import synthetic_capture
+    from mitmproxy.io import tnetstring
+
+    from mcp_blackbox.addon.rotation import rotated_name
+
+    generator = synthetic_capture.CaptureGenerator(calls, seed, clients)
+    files = 0
+    out = None
+    try:
+        for completed, f in generator.timed_flows():
+            if out is None or out.tell() >= rotate_bytes:
+                if out is not None:
+                    out.close()
+                files += 1
+                out = open(directory / rotated_name(completed, files), "wb", buffering=1 << 20)  # noqa: SIM115
+            tnetstring.dump(f.get_state(), out)  # what FlowWriter.add writes
+            generator.stats["flows"] += 1
+    finally:
+        if out is not None:
+            out.close()
+    return {**generator.stats, "files": files}
+
+
+def default_directory(calls: int, seed: int, clients: int, rotate_mb: int) -> Path:
+    from synthetic_capture import GENERATOR_VERSION
+
+    folder = Path(tempfile.gettempdir()) / "mcp-blackbox-bench"
+    folder.mkdir(exist_ok=True)
+    return folder / f"rotated-calls{calls}-seed{seed}-clients{clients}-{rotate_mb}MB-v{GENERATOR_VERSION}"
+
+
+def ensure_capture(args: argparse.Namespace) -> Path:
+    directory: Path = args.dir or default_directory(args.calls, args.seed, args.clients, args.rotate_mb)
+    if (directory / COMPLETE).exists() and not args.regenerate:
+        print(f"capture       {directory} (reused)")
+        return directory
+    partial = directory.with_name(directory.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    partial.mkdir(parents=True)
+    began = time.perf_counter()
+    stats = generate_rotated(partial, args.calls, args.seed, args.clients, args.rotate_mb << 20)
+    (partial / COMPLETE).write_text(json.dumps(stats) + "\n")
+    shutil.rmtree(directory, ignore_errors=True)
+    os.replace(partial, directory)  # an interrupted run never leaves a capture that looks complete
+    print(
+        f"capture       {directory} (generated in {time.perf_counter() - began:.0f} s: {stats['requests']:,} "
+        f"JSON-RPC requests, {stats['flows']:,} flows, {stats['sessions']:,} sessions, {stats['files']} files)"
+    )
+    return directory
+
+
+def capture_files(directory: Path) -> list[Path]:
+    from mcp_blackbox.analyzer.inputs import directory_captures
+
+    return [Path(p) for p in directory_captures(directory)]
+
+
+def warm_page_cache(files: list[Path]) -> bool:
+    """Read the files once, so that every phase finds them in the page cache, when they fit in it."""
+    total = sum(f.stat().st_size for f in files)
+    available = 0
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("MemAvailable:"):
+            available = int(line.split()[1]) * 1024
+    if total > available // 2:
+        return False
+    for path in files:
+        with path.open("rb") as f:
+            while f.read(8 << 20):
+                pass
+    return True
+
+
+# ---------------------------------------------------------------------------- phases (child side)
+
+
+def phase_read(directory: Path, _: Path | None) -> dict[str, Any]:
+    began = time.perf_counter()
+    from mitmproxy import io as flow_io
+
+    files = capture_files(directory)
+    imported = time.perf_counter()
+    flows = 0
+    for path in files:
+        with path.open("rb") as f:
+            for _flow in flow_io.FlowReader(f).stream():
+                flows += 1
+    done = time.perf_counter()
+    return {"import_s": imported - began, "seconds": done - imported, "flows": flows, **peak_rss_mb()}
+
+
+def phase_analyze(directory: Path, _: Path | None) -> dict[str, Any]:
+    began = time.perf_counter()
+    from mcp_blackbox.analyzer import analyze
+    from mcp_blackbox.analyzer.export import write_json
+
+    imported = time.perf_counter()
+    result = analyze([directory])
+    analyzed = time.perf_counter()
+    with open(os.devnull, "w", encoding="utf-8") as fp:
+        write_json(result, fp)
+    done = time.perf_counter()
+    return {
+        "import_s": imported - began,
+        "seconds": done - imported,
+        "analyze_s": analyzed - imported,
+        "write_json_s": done - analyzed,
+        "calls": len(result.calls),
+        "flows_read": result.flows_read,
+        "skipped": len(result.skipped),
+        **peak_rss_mb(),
+    }
+
+
+def phase_report(directory: Path, out: Path | None) -> dict[str, Any]:
+    assert out is not None
+    began = time.perf_counter()
+    from mcp_blackbox.analyzer.report import write_report
+
+    imported = time.perf_counter()
+    data = write_report([directory], out)
+    done = time.perf_counter()
+    meta = data["meta"]
+    return {
+        "import_s": imported - began,
+        "seconds": done - imported,
+        "calls": meta["calls"],
+        "rows": len(data["calls"]),
+        "aggregated": meta.get("aggregated", 0),
+        "bytes": out.stat().st_size,
+        **peak_rss_mb(),
+    }
+
+
+PHASES = {"read": phase_read, "analyze": phase_analyze, "report": phase_report}
+
+
+# ---------------------------------------------------------------------------- driver (parent side)
+
+
+def run_phase(name: str, directory: Path, out: Path | None = None) -> dict[str, Any]:
+    argv = [sys.executable, str(Path(__file__).resolve()), "--phase", name, "--dir", str(directory)]
+    if out is not None:
+        argv += ["--out", str(out)]
+    proc = subprocess.run(argv, capture_output=True, text=True, cwd=REPO, check=False)
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-15:]
+        return {"error": f"phase {name} exited {proc.returncode}:\n    " + "\n    ".join(tail)}
+    result: dict[str, Any] = json.loads(lines[-1])
+    return result
+
+
+def goal(ok: bool, text: str) -> None:
+    print(f"{'PASS' if ok else 'MISS'}  {text}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--calls", type=int, default=1_000_000, help="JSON-RPC requests (default 1000000)")
+    parser.add_argument("--dir", type=Path, help="directory of rotated files to reuse, or to generate if missing")
+    parser.add_argument("--rotate-mb", type=int, default=64, help="size of one rotated file in MB (default 64)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--clients", type=int, default=4, help="concurrent client lanes in a generated capture")
+    parser.add_argument("--regenerate", action="store_true", help="write the capture again even if it exists")
+    parser.add_argument("--no-browser", action="store_true", help="skip the report's time to interactive")
+    parser.add_argument("--phase", choices=sorted(PHASES), help=argparse.SUPPRESS)
+    parser.add_argument("--out", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+
+    if args.phase:  # child process: one phase, one JSON line
+        print(json.dumps(PHASES[args.phase](args.dir, args.out)))
+        return 0
+
+    began = time.perf_counter()
+    directory = ensure_capture(args)
+    files = capture_files(directory)
+    size = sum(f.stat().st_size for f in files)
+    warm = warm_page_cache(files)
+    cached = "" if warm else " (not pre-read: too big for the page cache)"
+    print(f"files         {len(files)} rotated files, {size / 1e6:,.0f} MB{cached}")
+
+    read = run_phase("read", directory)
+    if "error" in read:
+        print(f"FlowReader    FAILED: {read['error']}")
+        return 0
+    flows = read["flows"]
+    print(
+        f"FlowReader    {flows:,} flows in {read['seconds']:.1f} s = {flows / read['seconds']:,.0f} flows/s; "
+        f"peak RSS {mb(read['vmhwm_mb'])}"
+    )
+
+    result = run_phase("analyze", directory)
+    if "error" in result:
+        print(f"analysis      FAILED: {result['error']}")
+    else:
+        print(
+            f"analysis      analyze() {result['analyze_s']:.1f} s + write_json() {result['write_json_s']:.1f} s "
+            f"= {result['seconds']:.1f} s = {flows / result['seconds']:,.0f} flows/s; peak RSS {mb(result['vmhwm_mb'])}"
+        )
+        counts = f"{result['calls']:,} calls, flows_read {result['flows_read']:,}, skipped {result['skipped']:,}"
+        print(f"              {counts}")
+
+    with tempfile.TemporaryDirectory(prefix="bench-scale-") as tmp:
+        out = Path(tmp) / "report.html"
+        report = run_phase("report", directory, out)
+        if "error" in report:
+            print(f"report        FAILED: {report['error']}")
+        else:
+            print(
+                f"report        write_report() {report['seconds']:.1f} s, peak RSS {mb(report['vmhwm_mb'])}; "
+                f"{report['bytes'] / 2**20:,.1f} MB, {report['rows']:,} call rows for {report['calls']:,} calls "
+                f"({report['aggregated']:,} uneventful calls aggregated)"
+            )
+            if not args.no_browser:
+                from report_timing import time_to_interactive
+
+                timing = time_to_interactive(out, timeout=300)
+                report.update(timing)
+                print(
+                    f"              interactive in {timing['ready_ms']:,.0f} ms (median of {timing['ready_runs']} of "
+                    f"{timing['runs']} loads), console/page errors {timing['errors']}"
+                )
+
+    print()
+    if "error" not in result:
+        ratio = result["seconds"] / read["seconds"]
+        goal(ratio <= RATIO_GOAL, f"ratio analysis+export / FlowReader = {ratio:.2f} (goal <= {RATIO_GOAL})")
+        rss = result["vmhwm_mb"]
+        goal(rss < RSS_GOAL_MB, f"analysis peak RSS = {mb(rss)} (goal < {RSS_GOAL_MB:.0f} MB)")
+    else:
+        goal(False, f"ratio analysis+export / FlowReader: not measured (goal <= {RATIO_GOAL})")
+        goal(False, f"analysis peak RSS: not measured (goal < {RSS_GOAL_MB:.0f} MB)")
+    if "error" not in report:
+        size_mb = report["bytes"] / 2**20
+        goal(size_mb < REPORT_MB_GOAL, f"report size = {size_mb:,.1f} MB (goal < {REPORT_MB_GOAL:.0f} MB)")
+        if "ready_ms" in report:
+            ready = report["ready_ms"]
+            goal(ready < READY_MS_GOAL, f"report interactive in {ready:,.0f} ms (goal < {READY_MS_GOAL / 1000:.0f} s)")
+    print(f"total {time.perf_counter() - began:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
