@@ -15,6 +15,9 @@
 from __future__ import annotations
 
 import json
+import os
+import re
+import shutil
 import signal
 import socket
 import ssl
@@ -316,3 +319,37 @@ def test_an_http2_client_closing_its_connection_mid_stream_is_the_clients_doing(
     assert stream["error"] == "peer closed connection" or stream["error"].startswith("HTTP/2 connection closed")
     assert stream["ended"] == "client-abort" and stream["error_side"] == "client", stream
     assert call["ending"]["ended_by"] == "client-close"
+
+
+NODE_MODULES = REPO_ROOT / "tests" / "truth" / "peers" / "node" / "node_modules"
+
+
+@pytest.mark.skipif(shutil.which("node") is None or not (NODE_MODULES / "undici").exists(), reason="node or undici")
+def test_the_readmes_node_recipe_goes_through_the_recorder(https_server: int, tls: Tls, tmp_path: Path) -> None:
+    """README, Transports: Node's fetch through regular mode with undici's EnvHttpProxyAgent loaded by --import
+    and mitmproxy's CA in NODE_EXTRA_CA_CERTS, the README's file and command as written (but for the port)."""
+    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    agent = re.search(r"^    (import \{ setGlobalDispatcher.*\n    setGlobalDispatcher\(.*\);)$", readme, re.MULTILINE)
+    command = re.search(r"^    (HTTPS_PROXY=\S+ NODE_EXTRA_CA_CERTS=.* node --import .*)$", readme, re.MULTILINE)
+    assert agent and command, "the README's Node recipe"
+    (tmp_path / "proxy-env.mjs").write_text(agent.group(1).replace("\n    ", "\n") + "\n")
+    (tmp_path / "node_modules").symlink_to(NODE_MODULES)
+    call = json.dumps(tools_call("echo", {"text": "from node"}, 1))
+    (tmp_path / "client.mjs").write_text(
+        f"const r = await fetch('https://127.0.0.1:{https_server}/mcp', {{method: 'POST', body: {json.dumps(call)}, "
+        "headers: {'content-type': 'application/json', accept: 'application/json, text/event-stream', "
+        "'mcp-protocol-version': '2025-06-18'}});\nconsole.log(r.status, await r.text());\n"
+    )
+    # mitmproxy's default confdir is ~/.mitmproxy: HOME is the test's folder for both.
+    options = {"confdir": str(tmp_path / ".mitmproxy"), "ssl_verify_upstream_trusted_ca": str(tls.ca_file)}
+    proxy = start_mitmdump("regular", tmp_path, options=options)
+    env = {k: v for k, v in os.environ.items() if k.lower() not in ("no_proxy", "http_proxy", "all_proxy")}
+    try:
+        done = subprocess.run(
+            ["bash", "-c", command.group(1).replace("127.0.0.1:8080", f"127.0.0.1:{proxy.port}")],
+            cwd=tmp_path, env={**env, "HOME": str(tmp_path)}, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+    finally:
+        proxy.stop()
+    assert done.returncode == 0 and done.stdout.startswith("200"), done.stdout + done.stderr
+    assert verdicts(proxy.flow_file) == {"echo": "TOOL_SUCCESS"}, "the call went through the recorder"
