@@ -9,7 +9,7 @@ NODE_PEERS := tests/truth/peers/node
 # Debian's chromium (playwright-core drives it; Playwright's own browser downloads are not used).
 CHROMIUM ?= chromium
 
-.PHONY: report test lint chromium browser-deps nginx truth-deps bench-addon bench-analyzer bench-report samples truth clean
+.PHONY: report test lint chromium browser-deps nginx truth-deps bench-addon bench-analyzer bench-report bench-scale samples truth clean
 
 # The main job: the bundled sample captures rendered into one self-contained report.
 report: $(STAMP)
@@ -74,6 +74,10 @@ bench-analyzer: $(STAMP)
 
 bench-report: $(STAMP) browser-deps
 	$(BIN)/python tests/benchmarks/bench_report.py
+
+# A day of traffic: 1,000,000 calls in rotated files (generated once, cached); BENCH_SCALE_ARGS="--calls 200000" for a quick look.
+bench-scale: $(STAMP) browser-deps
+	$(BIN)/python tests/benchmarks/bench_scale.py $(BENCH_SCALE_ARGS)
 
 samples: $(STAMP) $(TS_CLIENT)/node_modules/.package-lock.json
 	$(BIN)/python sample_captures/record_samples.py

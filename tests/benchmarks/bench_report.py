@@ -23,28 +23,25 @@ REPO = HERE.parents[1]
 sys.path[:0] = [str(HERE), str(REPO)]
 
 from bench_analyzer import default_capture  # noqa: E402
+from report_timing import time_to_interactive  # noqa: E402
 from synthetic_capture import generate  # noqa: E402
 
 from mcp_blackbox.analyzer.report import write_report  # noqa: E402
-from tests.support.browser import inspect_report  # noqa: E402
-
-FILTER = [{"do": "select", "selector": "#f-outcome", "value": "HTTP_ERROR"}, {"do": "count", "selector": ".row"}]
 
 
 def measure(label: str, captures: list[Path], out: Path) -> dict[str, float]:
     start = time.perf_counter()
     data = write_report(captures, out)
     render_s = time.perf_counter() - start
-    runs = [inspect_report(out, FILTER, timeout=180, ready_timeout_ms=120_000) for _ in range(3)]
-    ready = sorted(r["ready_ms"] for r in runs if r["ready_ms"] is not None)
+    timing = time_to_interactive(out, runs=3, timeout=180)
     size_mb = out.stat().st_size / 2**20
-    errors = sum(len(r["console_errors"]) + len(r["page_errors"]) for r in runs)
+    aggregated = data["meta"]["aggregated"]
     print(
-        f"{label:<28} {len(data['calls']):>8} calls  {size_mb:7.1f} MB  render {render_s:6.1f} s  "
-        f"interactive {ready[len(ready) // 2] if ready else float('nan'):8.0f} ms (median of {len(ready)})  "
-        f"console/page errors {errors}"
+        f"{label:<28} {data['meta']['calls']:>8} calls ({len(data['calls'])} rows, {aggregated} aggregated)  "
+        f"{size_mb:7.1f} MB  render {render_s:6.1f} s  interactive {timing['ready_ms']:8.0f} ms "
+        f"(median of {timing['ready_runs']})  console/page errors {timing['errors']}"
     )
-    return {"size_mb": size_mb, "ready_ms": ready[len(ready) // 2] if ready else float("inf")}
+    return {"size_mb": size_mb, "ready_ms": timing["ready_ms"]}
 
 
 def main() -> int:

@@ -196,9 +196,14 @@ class CaptureGenerator:
 
     def flows(self) -> Iterator[flow.Flow]:
         """Every flow of the capture, in completion order."""
-        lanes = [self._lane(n) for n in range(self.clients)]
-        for *_, f in heapq.merge(*lanes):
+        for _, f in self.timed_flows():
             yield f
+
+    def timed_flows(self) -> Iterator[tuple[float, flow.Flow]]:
+        """Every flow of the capture with its completion time (when the recorder writes it), in that order."""
+        lanes = [self._lane(n) for n in range(self.clients)]
+        for completed, *_, f in heapq.merge(*lanes):
+            yield completed, f
 
     def write(self, fo: BinaryIO) -> Stats:
         writer = flow_io.FlowWriter(fo)
