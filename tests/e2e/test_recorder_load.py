@@ -282,13 +282,20 @@ def test_stream_larger_than_the_memory_bound(tmp_path: Path, record_property: Re
     assert received.complete and sha(received.received) == sha(body), "the client got every byte"
     flow = flows_by_id(proxy)[spec.id]
     stream = stream_record(flow)
-    assert flow.response.raw_content == body[:bound], "the flow holds exactly the first 256 KiB"
+    # The head (up to the bound, cut after its last whole event) and the tail (the stream's last 256 KiB,
+    # from an event boundary): the answer's place is kept, the middle is dropped and said so.
+    start, end = stream["dropped_range"]
+    kept = flow.response.raw_content
+    assert kept == body[:start] + body[end:], "the flow holds the stream's head and tail, nothing else"
+    assert bound - 32 * 1024 <= start <= bound and size - bound <= end <= size - bound + 32 * 1024, (start, end)
+    assert kept.endswith(body[-32 * 1024 :]), "the last event is kept whole"
     assert stream["ended"] == "complete"
-    assert stream["bytes"] == size and stream["stored_bytes"] == bound and stream["dropped_bytes"] == size - bound
+    assert stream["bytes"] == size and stream["stored_bytes"] == len(kept)
+    assert stream["dropped_bytes"] == size - len(kept) == end - start
     assert sum(size for _, size in stream["chunks"]) == size
     assert_no_addon_errors(proxy)
     print(
-        f"\nlarge stream: {size} bytes through, {bound} kept, {size - bound} dropped; "
+        f"\nlarge stream: {size} bytes through, {len(kept)} kept (head and tail), {size - len(kept)} dropped; "
         f"mitmdump RSS {rss_before:.1f} MiB before, {rss_after:.1f} MiB after"
     )
     record_property("large_stream_rss_mib", [round(rss_before, 1), round(rss_after, 1)])
