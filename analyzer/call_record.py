@@ -15,6 +15,8 @@ COLUMNS = [
     "direction",
     "method",
     "tool",
+    "prompt",
+    "resource_uri",
     "jsonrpc_id",
     "outcome",
     "layer",
@@ -56,6 +58,8 @@ def call_record(call: Call, version: str | None) -> dict[str, Any]:
         "direction": call.direction,
         "method": call.method,
         "tool": call.tool,
+        "prompt": _target(call, prompt=True),
+        "resource_uri": _target(call, prompt=False),
         "jsonrpc_id": call.request.id,
         "outcome": call.outcome,
         "layer": call.layer,
@@ -110,3 +114,11 @@ def reason(call: Call, anatomy: dict[str, Any] | None) -> str:
         if call.outcome is Outcome.TOOL_ERROR:
             return f"isError: {call.error_message}" if call.error_message else "isError: true"
     return call.evidence[-1] if call.evidence else str(call.outcome)
+
+
+def _target(call: Call, prompt: bool) -> str | None:
+    """The prompt's name (``prompts/get``) or the resource's URI (``resources/...``) that the request names."""
+    facts, method = call.request.facts, call.method or ""
+    if facts is None or (method == "prompts/get") != prompt:
+        return None
+    return facts.target

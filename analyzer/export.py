@@ -15,7 +15,7 @@ from typing import IO, Any
 from mcp_blackbox.analyzer.analysis import Analysis
 from mcp_blackbox.analyzer.call_record import COLUMNS, call_record
 from mcp_blackbox.analyzer.classify import protocol_version
-from mcp_blackbox.analyzer.redact import redact_strings, redact_text
+from mcp_blackbox.analyzer.redact import redact_strings, redact_text, redact_url
 
 COUNTED = {"by_outcome": "outcome", "by_layer": "layer", "by_method": "method", "by_tool": "tool"}
 
@@ -75,6 +75,8 @@ def iter_records(analysis: Analysis, *, redact: bool = True) -> Iterator[dict[st
                     record[key] = redact_text(record[key])
             if record["ending"] and record["ending"]["detail"]:
                 record["ending"]["detail"] = redact_text(record["ending"]["detail"])
+            if record["resource_uri"]:  # a URI's query may carry a key, as a request line's may
+                record["resource_uri"] = redact_url(record["resource_uri"])
             if record["client"]:
                 record["client"] = redact_strings(record["client"])
         yield record

@@ -98,13 +98,14 @@ def error_type(record: dict[str, Any]) -> str | None:
 
 
 def span_name(record: dict[str, Any]) -> str:
-    """``{mcp.method.name} {target}``: the tool for tools/call; the method alone otherwise (the analysis keeps
-    no prompt name, and a resource's URI is left out by the conventions' default). An answer to no request
-    has no method: ``orphan response``."""
+    """``{mcp.method.name} {target}``: the tool for tools/call, the prompt for prompts/get; the method alone
+    otherwise (a resource's URI is left out of the name, as the conventions advise for its cardinality: it is
+    the ``mcp.resource.uri`` attribute). An answer to no request has no method: ``orphan response``."""
     method = record["method"]
     if method is None:
         return "orphan response"
-    return f"{method} {record['tool']}" if record["tool"] else method
+    target = record["tool"] or record["prompt"]
+    return f"{method} {target}" if target else method
 
 
 def span_attributes(call: Call, record: dict[str, Any]) -> dict[str, Any]:
@@ -123,6 +124,8 @@ def span_attributes(call: Call, record: dict[str, Any]) -> dict[str, Any]:
         "mcp.session.id": record["session_id"],
         "mcp.protocol.version": record["protocol_version"],
         "gen_ai.tool.name": record["tool"],
+        "gen_ai.prompt.name": record["prompt"],
+        "mcp.resource.uri": record["resource_uri"],
         "gen_ai.operation.name": "execute_tool" if record["method"] == "tools/call" else None,
         "rpc.response.status_code": None if record["error_code"] is None else str(record["error_code"]),
         "error.type": failed,

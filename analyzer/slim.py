@@ -63,6 +63,7 @@ class RequestFacts:
     digest: str  # of params without _meta: what a retry repeats
     round_digest: str | None  # of inputResponses/requestState: links MRTR rounds
     client: str | None = None  # clientInfo "name/version", from initialize or 2026 _meta
+    target: str | None = None  # the prompt a prompts/get names, or the URI a resources/* request names
 
 
 def request_facts(method: str, params: Any) -> RequestFacts:
@@ -79,7 +80,15 @@ def request_facts(method: str, params: Any) -> RequestFacts:
         digest=digest({k: v for k, v in params.items() if k != "_meta"}),
         round_digest=digest(rounds) if rounds else None,
         client=_client(params.get("clientInfo") if method == "initialize" else meta.get(CLIENT_META)),
+        target=_target(method, params),
     )
+
+
+def _target(method: str, params: dict[str, Any]) -> str | None:
+    """What a prompt or resource request is about: its name or URI (cut: a URI may be long)."""
+    key = "name" if method == "prompts/get" else "uri" if method.startswith("resources/") else None
+    value = params.get(key) if key else None
+    return value[:TEXT_LIMIT] if isinstance(value, str) else None
 
 
 def _client(info: Any) -> str | None:
