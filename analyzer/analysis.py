@@ -10,16 +10,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mcp_blackbox.addon.jsonrpc import MCP_REQUEST_HEADERS, is_mcp_method
-from mcp_blackbox.analyzer.auth import auth_record, auth_step
 from mcp_blackbox.analyzer.call_ids import assign_call_ids
 from mcp_blackbox.analyzer.call_record import call_record
 from mcp_blackbox.analyzer.classify import CaptureFacts, apply_verdict, protocol_version
 from mcp_blackbox.analyzer.clients import identify_clients
 from mcp_blackbox.analyzer.executions import DuplicateExecution, find_duplicate_executions
-from mcp_blackbox.analyzer.extract import Extracted, error_text, extract_messages
+from mcp_blackbox.analyzer.extract import Extracted
 from mcp_blackbox.analyzer.inputs import expand_captures
-from mcp_blackbox.analyzer.load import LoadReport, read_exchanges
+from mcp_blackbox.analyzer.load import LoadReport
 from mcp_blackbox.analyzer.pair import legacy_session_of_endpoint, pair_messages, scope_of
+from mcp_blackbox.analyzer.parallel import decoded_exchanges
 from mcp_blackbox.analyzer.records import Call, Exchange, Message
 from mcp_blackbox.analyzer.retries import RetryGroup, find_retries, gateway_services
 from mcp_blackbox.analyzer.vocabulary import Flag, Outcome
@@ -112,18 +112,16 @@ def analyze(paths: Iterable[str | Path], *, keep_details: bool = False, report: 
     known: set[str] = set()
     sse_without_times = 0
     auth_steps: list[dict[str, Any]] = []
-    for exchange in read_exchanges(expand_captures(paths), report, keep_all=keep_details):
-        extracted = extract_messages(exchange, whole=keep_details)
-        reason = _mcp_reason(exchange, extracted, known)
-        # An OAuth exchange stays one even with MCP headers on it (the TypeScript SDK sends
-        # MCP-Protocol-Version on its metadata requests), unless it carries JSON-RPC.
-        if not extracted.claims_jsonrpc and (step := auth_step(exchange)) is not None:
+    # Reading, decoding and extracting each exchange is its own business (in worker processes when that
+    # pays, analyzer/parallel.py); what follows spans exchanges and runs here, in the capture's order.
+    for decoded in decoded_exchanges(expand_captures(paths), report, keep_details=keep_details):
+        exchange, extracted = decoded.exchange, decoded.extracted
+        if decoded.auth is not None:
             # Analyzed, not skipped: part of the story (a 401, then credentials), though no call.
-            auth_steps.append(auth_record(exchange, step))
+            auth_steps.append(decoded.auth)
             exchanges.append(exchange)
-            if not keep_details:
-                exchange.request_body = exchange.response_body = None
             continue
+        reason = _mcp_reason(exchange, extracted, known)
         if reason is None:
             report.skip(exchange.source, exchange.index, exchange.flow_id, _not_mcp(exchange, extracted))
             continue
@@ -131,15 +129,11 @@ def analyze(paths: Iterable[str | Path], *, keep_details: bool = False, report: 
         exchanges.append(exchange)
         if extracted.endpoint is not None and (session := legacy_session_of_endpoint(extracted.endpoint)):
             legacy_streams[exchange.flow_id] = session
-        if exchange.is_event_stream and (exchange.stream or {}).get("event_times") is None:
+        if decoded.without_times:
             sse_without_times += 1
         exchange.scope = scope_of(exchange, legacy_streams)
-        exchange.error_text = error_text(exchange)
+        exchange.error_text = decoded.error_text
         timeline.extend(extracted.messages)
-        if not keep_details:
-            exchange.request_body = exchange.response_body = None
-            if exchange.stream is not None:  # event times are in the messages now
-                exchange.stream = {k: exchange.stream.get(k) for k in ("ended", "error", "dropped_bytes")}
     # Requests sort before answers stamped with the same instant: by direction first
     # ("client->server" < "server->client"), then stably by time. Two cheap key lists
     # instead of one tuple per message.

@@ -80,18 +80,30 @@ def read_exchanges(paths: Sequence[str | Path], report: LoadReport, *, keep_all:
 
 
 def _read_file(
-    handle: io.BufferedReader, source: str, report: LoadReport, keep_all: bool, before: int = 0
+    handle: io.BufferedReader,
+    source: str,
+    report: LoadReport,
+    keep_all: bool,
+    before: int = 0,
+    *,
+    end: int | None = None,
+    index: int = 0,
 ) -> Iterator[Exchange]:
-    head = handle.peek(4)[:4]
-    if not head:
-        report.problem(source, "empty file: no flows in it")
-        return
-    if head.startswith(b"{") or head.startswith(b"\xef\xbb\xbf{"):
-        yield from _read_har(handle, source, report, keep_all)
-        return
-    index = 0
+    """The flows from the handle's position on. ``end`` and ``index``: a segment of a flow file
+    (analyzer/parallel.py), from a record that starts at the handle's position and is the file's
+    ``index``th, up to the record that starts at ``end``, as the whole file's reading reads them."""
+    if handle.tell() == 0:
+        head = handle.peek(4)[:4]
+        if not head:
+            report.problem(source, "empty file: no flows in it")
+            return
+        if head.startswith(b"{") or head.startswith(b"\xef\xbb\xbf{"):
+            yield from _read_har(handle, source, report, keep_all)
+            return
     while True:
         offset = handle.tell()
+        if end is not None and offset >= end:
+            return
         record = None
         report.bytes_read = before + offset
         try:
@@ -252,9 +264,7 @@ def _har_error(e: Exception) -> str:
     return f"{name}: {e}"
 
 
-def exchange_from_state(
-    state: Any, source: str, index: int, report: LoadReport, keep_all: bool
-) -> Exchange | None:
+def exchange_from_state(state: Any, source: str, index: int, report: LoadReport, keep_all: bool) -> Exchange | None:
     """One flow's state (as a flow file or `flow.get_state()` holds it) as an Exchange; None, with the
     reason in ``report.skipped``, when it is not an HTTP flow this analyzer reads."""
     if not isinstance(state, dict):
