@@ -2,9 +2,15 @@
 
 The analysis is turned into compact data (a row per call, lanes, retry groups,
 the details of the calls worth opening), redacted, embedded as JSON in the
-page and drawn by the page's own script. Nothing is loaded from anywhere: the
-page's Content-Security-Policy forbids it. Captured content is only ever put
-into the page as data and shown with ``textContent``.
+page and drawn by the page's own script. Compact: every text that recurs
+(methods, tools, outcomes, flags, verdicts, evidence lines, anatomy sentences,
+client fields) is written once in a string table (``strings``) and referred to
+by its index; times are integer microseconds; retry groups name their attempts
+by row index; what the page can derive (a call's layer from its outcome, its
+attempt number from its chain) is not carried. The page decodes it on load.
+Nothing is loaded from anywhere: the page's Content-Security-Policy forbids
+it. Captured content is only ever put into the page as data and shown with
+``textContent``.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ from mcp_blackbox.analyzer.extract import decode_body
 from mcp_blackbox.analyzer.load import LoadReport, read_exchanges
 from mcp_blackbox.analyzer.records import Call, Exchange
 from mcp_blackbox.analyzer.redact import redact_headers, redact_strings, redact_text, redact_url
+from mcp_blackbox.analyzer.retries import RetryGroup
 from mcp_blackbox.analyzer.vocabulary import Flag, Outcome, Safety, is_failure, vocabulary_data
 
 DETAIL_LIMIT = 3000  # calls whose bytes the report carries (failures and retries first)
@@ -49,10 +56,54 @@ BODY_LIMIT = 16_384  # characters of one body shown
 TICK_LIMIT = 50  # SSE event ticks drawn per call
 LANE_KINDS = {"connection": "conn", "sse-session": "sse"}  # short names in the timeline's lane labels
 LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+# A row per call. t0: microseconds after the previous row's t0 (the first row's: after the first call), dur:
+# microseconds; group: index into ``groups``; client: index into ``clients``; STRING_COLUMNS: index into
+# ``strings`` (whose entry 0 is null). The page derives the layer (the outcome's) and the attempt (the call's
+# place in its group's members).
 COLUMNS = [
-    "id", "lane", "method", "tool", "rpc_id", "outcome", "layer", "status", "flags", "t0", "dur",
-    "events", "group", "attempt", "origin", "confidence", "source", "verdict", "error_code", "client",
+    "id", "lane", "method", "tool", "rpc_id", "outcome", "status", "flags", "t0", "dur",
+    "group", "origin", "confidence", "source", "verdict", "error_code", "client",
 ]  # fmt: skip
+STRING_COLUMNS = ["method", "tool", "outcome", "flags", "origin", "confidence", "verdict"]
+# A retry chain: members are row indices; origin, confidence, final_outcome, safety and each evidence line are
+# indices into ``strings``; total_us in microseconds; failure_retry and may_have_run_twice 0 or 1.
+GROUP_COLUMNS = [
+    "retry_group", "origin", "confidence", "members", "failure_retry", "total_us", "final_outcome", "safety",
+    "may_have_run_twice", "evidence",
+]  # fmt: skip
+# A timeout anatomy (analyzer/anatomy.py ``ending``) of the call in row ``row``: times in microseconds after the
+# call's start (null when unknown); ended_by, detail and sentence (``describe``'s) are indices into ``strings``.
+ANATOMY_COLUMNS = [
+    "row", "reached_server_us", "progress", "other_notifications", "last_us", "ended_by", "waited_us", "detail",
+    "sentence",
+]  # fmt: skip
+LANE_COLUMNS = ["id", "label", "group"]  # id: index into ``strings``; group: index into ``lane_groups``
+LANE_GROUP_COLUMNS = ["source", "lineage"]  # source: index into meta.captures; lineage: into ``strings``
+CLIENT_COLUMNS = [
+    "lineage", "unit", "address", "session", "user_agent", "client_info", "protocol_version", "joined",
+]  # fmt: skip  # each an index into ``strings``
+
+
+class StringTable:
+    """The report's strings, each written once: ``index`` gives a text's place (None is entry 0)."""
+
+    def __init__(self) -> None:
+        self.strings: list[str | None] = [None]
+        self._index: dict[str | None, int] = {None: 0}
+
+    def index(self, text: Any) -> int:
+        if text is not None and not isinstance(text, str):
+            text = str(text)  # a table holds texts only
+        found = self._index.get(text)
+        if found is None:
+            found = self._index[text] = len(self.strings)
+            self.strings.append(text)
+        return found
+
+
+def _us(ms: float | None) -> int | None:
+    """Milliseconds (to the microsecond) as integer microseconds: no decimal point, no float's tail."""
+    return None if ms is None else round(ms * 1000)
 
 
 def build_report(
@@ -80,32 +131,58 @@ def build_report(
         calls = [c for c in every if eventful(c, duplicate_calls)]
         quiet = [c for c in every if not eventful(c, duplicate_calls)]
     clients: dict[str, int] = {}  # unit -> index into the page's client table
-    rows = [_row(call, origin, lanes, clients, sources) for call in calls]
+    table = StringTable()
+    text = redact_text if redact else (lambda s: s)
+    group_index = {g.group_id: n for n, g in enumerate(analysis.retry_groups)}
+    rows, previous = [], 0
+    for call in calls:
+        row = _row(call, origin, lanes, clients, sources, group_index, table, text)
+        row[8], previous = row[8] - previous, row[8]  # t0 as the step from the previous row
+        rows.append(row)
+    row_of = {call.call_id: n for n, call in enumerate(calls)}
     chosen = _worth_opening(calls)
     details = _details(sources, chosen, origin, redact)
-    text = redact_text if redact else (lambda s: s)
-    for row in rows:
-        row[17] = text(row[17])
     lane_records, lane_groups = _lanes(every, lanes, sources)
     end = max((c.t_end or c.request.t for c in every), default=origin)
-    aggregates, bucket_ms = _aggregates(quiet, origin, lanes, end)
+    aggregates, bucket_ms = _aggregates(quiet, origin, lanes, end, table)
     meta = _meta(analysis, sources, origin, redact)
     meta.update(aggregated=len(quiet), aggregate_above=aggregate_above, bucket_ms=bucket_ms, rows=len(rows))
     return {
         "meta": meta,
         "columns": COLUMNS,
-        "lanes": lane_records,
-        "lane_groups": lane_groups,
-        "clients": _clients(calls, clients, redact),
+        "string_columns": STRING_COLUMNS,
+        # A lane's id (its client unit's text, mostly) and a group's lineage through the string table.
+        "lane_columns": LANE_COLUMNS,
+        "lanes": [[table.index(lane["id"]), lane["label"], lane["group"]] for lane in lane_records],
+        "lane_group_columns": LANE_GROUP_COLUMNS,
+        "lane_groups": [[g["source"], table.index(g["lineage"])] for g in lane_groups],
+        "client_columns": CLIENT_COLUMNS,
+        "clients": [[table.index(c[k]) for k in CLIENT_COLUMNS] for c in _clients(calls, clients, redact)],
         "calls": rows,
         "aggregate_columns": AGGREGATE_COLUMNS,
         "aggregates": aggregates,
-        "ticks": {c.call_id: ticks for c in calls if (ticks := _ticks(c, origin))},
-        "groups": [g.record() for g in analysis.retry_groups],
+        # [row, then each SSE event's time in microseconds after the call's start]
+        "ticks": [[n, *ticks] for n, c in enumerate(calls) if (ticks := _ticks(c))],
+        "group_columns": GROUP_COLUMNS,
+        "groups": [_group(g, row_of, table) for g in analysis.retry_groups],
         "details": details,
-        "anatomy": _anatomies(calls, redact),
+        "anatomy_columns": ANATOMY_COLUMNS,
+        "anatomy": _anatomies(calls, redact, table),
         "vocabulary": vocabulary_data(),
+        "strings": table.strings,  # last: every index above is into it
     }
+
+
+def _group(group: RetryGroup, row_of: dict[str, int], table: StringTable) -> list[Any]:
+    """A retry chain's record (``RetryGroup.record``) in GROUP_COLUMNS. Every attempt of a chain is eventful,
+    so each has a row."""
+    record = group.record()
+    return [
+        record["retry_group"], table.index(record["origin"]), table.index(record["confidence"]),
+        [row_of[m] for m in record["members"]], int(record["failure_retry"]), _us(record["total_ms"]),
+        table.index(record["final_outcome"]), table.index(record["safety"]), int(record["may_have_run_twice"]),
+        [table.index(line) for line in record["evidence"]],
+    ]  # fmt: skip
 
 
 def eventful(call: Call, duplicate_calls: set[str]) -> bool:
@@ -123,9 +200,12 @@ def bucket_width(span_ms: float) -> float:
 
 
 def _aggregates(
-    quiet: list[Call], origin: float, lanes: dict[str, int], end: float
+    quiet: list[Call], origin: float, lanes: dict[str, int], end: float, table: StringTable
 ) -> tuple[list[list[Any]], float | None]:
     """The uneventful calls folded per lane and time bucket: one record each (``AGGREGATE_COLUMNS``), by start.
+
+    Outcomes, methods and tools are counted as flat lists: a string's index, its count, the next ... (most
+    common first).
 
     Durations are summarised by their minimum, median, 95th percentile (nearest rank) and maximum; the bucket's
     drawn extent runs from its first call's start to its last call's end.
@@ -148,13 +228,17 @@ def _aggregates(
 
         records.append([
             lane, round(min(s for s, _ in spans), 3), round(max(s + d for s, d in spans), 3), len(members),
-            dict(Counter(str(c.outcome) for c in members).most_common()),
-            dict(Counter(c.method or "(response)" for c in members).most_common()),
-            dict(Counter(c.tool for c in members if c.tool).most_common()),
+            _counted(Counter(str(c.outcome) for c in members), table),
+            _counted(Counter(c.method or "(response)" for c in members), table),
+            _counted(Counter(c.tool for c in members if c.tool), table),
             round(durations[0], 3), rank(0.5), rank(0.95), round(durations[-1], 3),
         ])  # fmt: skip
     records.sort(key=lambda r: (r[1], r[0]))
     return records, width
+
+
+def _counted(counter: Counter[str], table: StringTable) -> list[int]:
+    return [n for name, count in counter.most_common() for n in (table.index(name), count)]
 
 
 def _lane_key(call: Call) -> str:
@@ -192,33 +276,49 @@ def _lanes(
     return records, [{"source": source, "lineage": lineage} for source, lineage in groups]
 
 
-def _anatomies(calls: list[Call], redact: bool) -> dict[str, dict[str, Any]]:
-    """The timeout anatomy of every call that got no answer (analyzer/anatomy.py), with its sentence."""
-    out = {}
-    for call in calls:
+def _anatomies(calls: list[Call], redact: bool, table: StringTable) -> list[list[Any]]:
+    """The timeout anatomy of every call that got no answer (analyzer/anatomy.py), with its sentence, in
+    ANATOMY_COLUMNS. The sentences recur (the same few endings after the same few waits): the table holds each
+    once."""
+    out = []
+    for n, call in enumerate(calls):
         anatomy = ending(call)
         if anatomy is None:
             continue
-        anatomy["sentence"] = describe(anatomy)
+        sentence, detail = describe(anatomy), anatomy["detail"]
         if redact:  # the detail quotes the proxy's or the stream's own words
-            anatomy["detail"] = redact_text(anatomy["detail"]) if anatomy["detail"] else anatomy["detail"]
-            anatomy["sentence"] = redact_text(anatomy["sentence"])
-        out[call.call_id] = anatomy
+            detail = redact_text(detail) if detail else detail
+            sentence = redact_text(sentence)
+        sent = anatomy["server_sent"]
+        out.append([
+            n, _us(anatomy["reached_server_ms"]), sent["progress"], sent["other_notifications"], _us(sent["last_ms"]),
+            table.index(anatomy["ended_by"]), _us(anatomy["waited_ms"]), table.index(detail), table.index(sentence),
+        ])  # fmt: skip
     return out
 
 
-def _row(call: Call, origin: float, lanes: dict[str, int], clients: dict[str, int], paths: list[str]) -> list[Any]:
+def _row(
+    call: Call,
+    origin: float,
+    lanes: dict[str, int],
+    clients: dict[str, int],
+    paths: list[str],
+    group_index: dict[str, int],
+    table: StringTable,
+    text: Any,
+) -> list[Any]:
+    """The call in COLUMNS, its t0 still after the first call (``build_report`` makes it a step)."""
     exchange = call.exchange
     client = clients.setdefault(call.client.unit, len(clients)) if call.client is not None else None
     end = call.t_end or call.request.t
     lane = lanes.setdefault(_lane_key(call), len(lanes))
-    events = sum(1 for m in (*call.responses, *call.notifications) if m.exchange.is_event_stream)
+    s = table.index
     return [
-        call.call_id, lane, call.method, call.tool, call.request.id, call.outcome, call.layer,
-        exchange.status, " ".join(call.flags), round((call.request.t - origin) * 1000, 3),
-        round(max(0.0, end - call.request.t) * 1000, 3), events, call.retry_group, call.attempt,
-        call.retry_origin, call.retry_confidence, paths.index(exchange.source) if exchange.source in paths else 0,
-        reason(call, ending(call)), call.error_code, client,
+        call.call_id, lane, s(call.method), s(call.tool), call.request.id, s(call.outcome), exchange.status,
+        s(" ".join(call.flags)), round((call.request.t - origin) * 1e6), round(max(0.0, end - call.request.t) * 1e6),
+        group_index.get(call.retry_group) if call.retry_group else None, s(call.retry_origin),
+        s(call.retry_confidence), paths.index(exchange.source) if exchange.source in paths else 0,
+        s(text(reason(call, ending(call)))), call.error_code, client,
     ]  # fmt: skip
 
 
@@ -230,9 +330,9 @@ def _clients(calls: list[Call], clients: dict[str, int], redact: bool) -> list[d
     return [redact_strings(record) for record in records] if redact else records
 
 
-def _ticks(call: Call, origin: float) -> list[float]:
+def _ticks(call: Call) -> list[int]:
     stream = [m.t for m in (*call.notifications, *call.responses) if m.exchange.is_event_stream]
-    return [round((t - origin) * 1000, 3) for t in sorted(stream)[:TICK_LIMIT]]
+    return [round((t - call.request.t) * 1e6) for t in sorted(stream)[:TICK_LIMIT]]
 
 
 def _worth_opening(calls: list[Call]) -> dict[str, Call]:

@@ -3,10 +3,72 @@
 (function () {
   "use strict";
   const data = JSON.parse(document.getElementById("report-data").textContent);
-  const C = {};
-  data.columns.forEach(function (name, i) { C[name] = i; });
+  const owns = function (object, key) { return Object.prototype.hasOwnProperty.call(object, key); };
+  // Names, colours, descriptions and "is this a failure" come from the analyzer's vocabulary, never spelled here.
+  const OUTCOMES = new Map(data.vocabulary.outcomes.map(function (o) { return [o.name, o]; }));
+  const FLAGS = new Map(data.vocabulary.flags.map(function (f) { return [f.name, f]; }));
+  const SAFETY = new Map(data.vocabulary.safety.map(function (s) { return [s.name, s]; }));
+  const ENDINGS = new Map(data.vocabulary.endings.map(function (e) { return [e.name, e]; }));
+  const ORIGINS = new Map(data.vocabulary.origins.map(function (o) { return [o.name, o]; }));
+
+  // ---- the data, decoded (analyzer/report.py writes it compact) ------------------------------
+  // Recurring texts are indices into data.strings; times are integer microseconds, a row's t0 the step from
+  // the previous row's; groups name their attempts by row. Decoded here, once, into milliseconds and texts.
+  const S = data.strings;
+  const columnsOf = function (names) { const out = {}; names.forEach(function (name, i) { out[name] = i; }); return out; };
+  const C = columnsOf(data.columns);
+  C.layer = data.columns.length; C.attempt = data.columns.length + 1;  // derived below: not in the data
   const calls = data.calls;
   const N = calls.length;
+  (function () {
+    const text = data.string_columns.map(function (name) { return C[name]; });
+    let t = 0;
+    for (let i = 0; i < N; i++) {
+      const r = calls[i];
+      for (let k = 0; k < text.length; k++) r[text[k]] = S[r[text[k]]];
+      t += r[C.t0];
+      r[C.t0] = t / 1000; r[C.dur] = r[C.dur] / 1000;
+      r[C.layer] = OUTCOMES.has(r[C.outcome]) ? OUTCOMES.get(r[C.outcome]).layer : null;
+      r[C.attempt] = null;
+    }
+  })();
+  const G = columnsOf(data.group_columns);
+  data.groups = data.groups.map(function (g) {
+    const members = g[G.members].map(function (i, n) { calls[i][C.attempt] = n + 1; return calls[i][C.id]; });
+    return {
+      retry_group: g[G.retry_group], origin: S[g[G.origin]], confidence: S[g[G.confidence]], members: members,
+      attempts: members.length, failure_retry: Boolean(g[G.failure_retry]), total_ms: g[G.total_us] / 1000,
+      final_outcome: S[g[G.final_outcome]], safety: S[g[G.safety]], may_have_run_twice: Boolean(g[G.may_have_run_twice]),
+      evidence: g[G.evidence].map(function (i) { return S[i]; }),
+    };
+  });
+  for (let i = 0; i < N; i++) { const g = calls[i][C.group]; if (g !== null) calls[i][C.group] = data.groups[g].retry_group; }
+  const K = columnsOf(data.client_columns);
+  data.clients = data.clients.map(function (c) {
+    const out = {};
+    Object.keys(K).forEach(function (name) { out[name] = S[c[K[name]]]; });
+    return out;
+  });
+  const L = columnsOf(data.lane_columns), LG = columnsOf(data.lane_group_columns);
+  data.lanes = data.lanes.map(function (l) { return { id: S[l[L.id]], label: l[L.label], group: l[L.group] }; });
+  data.lane_groups = data.lane_groups.map(function (g) { return { source: g[LG.source], lineage: S[g[LG.lineage]] }; });
+  const eventTicks = new Map();  // call id -> its SSE events' times (ms after the first call)
+  data.ticks.forEach(function (tk) {
+    const r = calls[tk[0]];
+    eventTicks.set(r[C.id], tk.slice(1).map(function (us) { return r[C.t0] + us / 1000; }));
+  });
+  const T = columnsOf(data.anatomy_columns);
+  const anatomyRows = new Map(data.anatomy.map(function (a) { return [calls[a[T.row]][C.id], a]; }));
+  const ms = function (us) { return us === null ? null : us / 1000; };
+  function anatomyOf(id) {  // the call's timeout anatomy (analyzer/anatomy.py), or null
+    const a = anatomyRows.get(id);
+    if (!a) return null;
+    return {
+      reached_server_ms: ms(a[T.reached_server_us]), waited_ms: ms(a[T.waited_us]), ended_by: S[a[T.ended_by]],
+      server_sent: { progress: a[T.progress], other_notifications: a[T.other_notifications], last_ms: ms(a[T.last_us]) },
+      detail: S[a[T.detail]], sentence: S[a[T.sentence]],
+    };
+  }
   const indexOf = new Map(calls.map(function (row, i) { return [row[C.id], i]; }));
   const byId = function (id) { const i = indexOf.get(id); return i === undefined ? null : calls[i]; };
   // A huge capture's uneventful calls (success, no flag, no retry, no repeated run) come folded per lane and
@@ -14,9 +76,13 @@
   // order is a call when k >= 0, else the aggregate -k - 1.
   const aggs = data.aggregates || [];
   const NA = aggs.length;
-  const A = {};
-  (data.aggregate_columns || []).forEach(function (name, i) { A[name] = i; });
-  const owns = function (object, key) { return Object.prototype.hasOwnProperty.call(object, key); };
+  const A = columnsOf(data.aggregate_columns || []);
+  const counted = function (flat) {  // [string index, count, ...] -> {name: count}, most common first
+    const out = {};
+    for (let n = 0; n + 1 < flat.length; n += 2) out[S[flat[n]]] = flat[n + 1];
+    return out;
+  };
+  aggs.forEach(function (a) { a[A.outcomes] = counted(a[A.outcomes]); a[A.methods] = counted(a[A.methods]); a[A.tools] = counted(a[A.tools]); });
   const order = (function () {
     const out = new Int32Array(N + NA);
     let i = 0, k = 0, n = 0;
@@ -26,12 +92,6 @@
     return out;
   })();
   const groups = new Map(data.groups.map(function (g) { return [g.retry_group, g]; }));
-  // Names, colours, descriptions and "is this a failure" come from the analyzer's vocabulary, never spelled here.
-  const OUTCOMES = new Map(data.vocabulary.outcomes.map(function (o) { return [o.name, o]; }));
-  const FLAGS = new Map(data.vocabulary.flags.map(function (f) { return [f.name, f]; }));
-  const SAFETY = new Map(data.vocabulary.safety.map(function (s) { return [s.name, s]; }));
-  const ENDINGS = new Map(data.vocabulary.endings.map(function (e) { return [e.name, e]; }));
-  const ORIGINS = new Map(data.vocabulary.origins.map(function (o) { return [o.name, o]; }));
   const colorOf = function (outcome) { return OUTCOMES.has(outcome) ? OUTCOMES.get(outcome).colour : "#667085"; };
   const isFailure = function (outcome) { return !OUTCOMES.has(outcome) || OUTCOMES.get(outcome).failure; };
   const captureName = function (i) { const p = String(data.meta.captures[i] || ""); return p.split(/[\\/]/).pop(); };
@@ -126,7 +186,7 @@
         (x.events || []).forEach(function (e) { parts.push(e.data); });
       });
     }
-    const a = data.anatomy[r[C.id]];
+    const a = anatomyOf(r[C.id]);
     if (a) parts.push(a.sentence, a.ended_by);
     hay[i] = parts.filter(function (p) { return p !== null && p !== undefined && p !== ""; }).join("\n").toLowerCase();
     return hay[i];
@@ -391,7 +451,7 @@
     const ol = el("ol", null, "evidence");
     (d ? d.evidence : [r[C.verdict]]).forEach(function (line) { ol.appendChild(el("li", line)); });
     details.appendChild(ol);
-    const a = data.anatomy[id];
+    const a = anatomyOf(id);
     if (a) {
       details.appendChild(el("h4", "Timeout anatomy: no answer came"));
       const section = el("div", null, "anatomy");
@@ -726,7 +786,7 @@
       ctx.fillStyle = colorOf(r[C.outcome]);
       ctx.fillRect(x0, y, x1 - x0, h);
       if (!shown[i]) continue;
-      const ticksOf = data.ticks[r[C.id]];
+      const ticksOf = eventTicks.get(r[C.id]);
       if (ticksOf && !header) {
         ctx.fillStyle = "#101828";
         ticksOf.forEach(function (t) { ctx.fillRect(X(toDisplay(t)), y - 2, 1, LANE - 2); });

@@ -14,6 +14,7 @@ from mcp_blackbox.analyzer.analysis import analyze
 from mcp_blackbox.analyzer.report import eventful, write_report
 from mcp_blackbox.analyzer.vocabulary import is_failure
 from tests.benchmarks import synthetic_capture
+from tests.report.layout import anatomies, column
 from tests.support.browser import inspect_report
 
 CALLS = 2000
@@ -35,11 +36,6 @@ def huge(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]
     path = folder / "report.html"
     data = write_report([capture], path, analysis=analysis, aggregate_above=THRESHOLD)
     return path, data, analysis
-
-
-def column(data: dict[str, Any], name: str) -> list[Any]:
-    index = data["columns"].index(name)
-    return [row[index] for row in data["calls"]]
 
 
 def values(seen: dict[str, Any]) -> list[Any]:
@@ -66,7 +62,7 @@ def test_every_eventful_call_has_a_row_and_the_aggregates_count_the_others(
     assert lanes <= set(range(len(data["lanes"])))
     per_bucket = {(a[0], int(a[1] // data["meta"]["bucket_ms"])) for a in data["aggregates"]}
     assert len(per_bucket) <= len(data["aggregates"])
-    assert set(data["details"]) <= set(wanted) and set(data["anatomy"]) <= set(wanted)
+    assert set(data["details"]) <= set(wanted) and set(anatomies(data)) <= set(wanted)
 
 
 def test_below_the_threshold_every_call_has_its_row(tmp_path: Path, huge: tuple[Path, dict[str, Any], Any]) -> None:

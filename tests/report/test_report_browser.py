@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from mcp_blackbox.analyzer.report import write_report
+from tests.report.layout import column
 from tests.support.browser import inspect_report
 
 SAMPLES = sorted((Path(__file__).resolve().parents[2] / "sample_captures").glob("*.flows"))
@@ -19,11 +20,6 @@ def sample_report(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[
     path = tmp_path_factory.mktemp("report") / "report.html"
     data = write_report(SAMPLES, path)
     return path, data
-
-
-def column(data: dict[str, Any], name: str) -> list[Any]:
-    index = data["columns"].index(name)
-    return [row[index] for row in data["calls"]]
 
 
 def test_report_loads_clean_and_offline(sample_report: tuple[Path, dict[str, Any]]) -> None:

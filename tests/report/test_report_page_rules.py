@@ -10,6 +10,7 @@ from pathlib import Path
 
 from mcp_blackbox.analyzer.report import write_report
 from tests.analyzer.flows import exchange, result, text_result, tool_call, write
+from tests.report.layout import column
 from tests.support.browser import inspect_report
 
 
@@ -69,7 +70,7 @@ def test_request_line_is_shown_as_sent(tmp_path: Path) -> None:
 def test_input_required_is_not_red_and_the_page_opens_on_the_first_failure(tmp_path: Path) -> None:
     report = tmp_path / "report.html"
     data = write_report([small_capture(tmp_path)], report)
-    outcomes = {row[0]: row[5] for row in data["calls"]}
+    outcomes = dict(zip(column(data, "id"), column(data, "outcome"), strict=True))
     assert sorted(outcomes.values()) == ["INPUT_REQUIRED", "TOOL_ERROR", "TOOL_SUCCESS"]
     cards = "Array.from(document.querySelectorAll('.card.bad')).map(c => c.textContent.trim()).join('|')"
     seen = inspect_report(
@@ -89,7 +90,9 @@ def test_details_name_the_client_and_search_finds_it(tmp_path: Path) -> None:
     capture = write(tmp_path, exchange(tool_call(1, "echo"), request_headers=agent, body=result(1, text_result())))
     report = tmp_path / "report.html"
     data = write_report([capture], report)
-    (client,) = data["clients"]
+    (client,) = [
+        dict(zip(data["client_columns"], (data["strings"][n] for n in c), strict=True)) for c in data["clients"]
+    ]
     assert (client["user_agent"], client["session"], client["lineage"]) == ("agent-under-test/7", "sess-4711", "k1")
     seen = inspect_report(
         report,

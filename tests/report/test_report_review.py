@@ -14,6 +14,8 @@ import pytest
 
 from mcp_blackbox.analyzer.report import write_report
 from tests.analyzer.flows import exchange, result, rpc, text_result, tool_call, write
+from tests.report.layout import anatomies, column, records
+from tests.report.layout import groups as retry_groups
 from tests.support.browser import inspect_report
 
 SAMPLES = sorted((Path(__file__).resolve().parents[2] / "sample_captures").glob("*.flows"))
@@ -35,11 +37,6 @@ ROW_IDS = "Array.from(document.querySelectorAll('#table-rows .row')).map(r => r.
 def sample_report(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
     path = tmp_path_factory.mktemp("review") / "report.html"
     return path, write_report(SAMPLES, path)
-
-
-def column(data: dict[str, Any], name: str) -> list[Any]:
-    index = data["columns"].index(name)
-    return [row[index] for row in data["calls"]]
 
 
 def values(seen: dict[str, Any]) -> list[Any]:
@@ -79,7 +76,7 @@ def mixed_capture(tmp_path: Path) -> Path:
 def test_a_burst_after_a_long_pause_is_wide_enough_to_click_and_the_toggle_restores_the_scale(tmp_path: Path) -> None:
     report = tmp_path / "burst.html"
     data = write_report([burst_capture(tmp_path)], report)
-    burst = [row[0] for row in data["calls"] if row[3] == "burst"]
+    burst = [row["id"] for row in records(data) if row["tool"] == "burst"]
     assert len(burst) == 30
     target = burst[14]
     widths = f"Object.fromEntries({BARS}.map(b => [b.id, b.x1 - b.x0]))"
@@ -168,8 +165,8 @@ def test_search_finds_a_session_a_status_and_a_string_only_a_body_holds(tmp_path
     data = write_report([mixed_capture(tmp_path)], report)
     status = dict(zip(column(data, "id"), column(data, "status"), strict=True))
     with_503 = {call_id for call_id, s in status.items() if s == 503}
-    echo_body = next(row[0] for row in data["calls"] if row[4] == 1)
-    in_session = next(row[0] for row in data["calls"] if row[4] == 4)
+    echo_body = next(row["id"] for row in records(data) if row["rpc_id"] == 1)
+    in_session = next(row["id"] for row in records(data) if row["rpc_id"] == 4)
     seen = inspect_report(report, [
         {"do": "fill", "selector": "#search", "value": "sess-mixed-4711"},
         {"do": "eval", "expression": ROW_IDS},
@@ -210,7 +207,7 @@ def test_outcome_cards_filter_the_table_and_timeline_and_clear_on_a_second_click
 
 def test_risk_cards_filter_and_say_what_they_count(sample_report: tuple[Path, dict[str, Any]]) -> None:
     path, data = sample_report
-    groups = {g["retry_group"]: g for g in data["groups"]}
+    groups = {g["retry_group"]: g for g in retry_groups(data)}
     unsafe_safety = {s["name"] for s in data["vocabulary"]["safety"] if s["unsafe"]}
     unsafe = {m for g in groups.values() if g["safety"] in unsafe_safety for m in g["members"]}
     twice = {m for g in groups.values() if g["may_have_run_twice"] for m in g["members"]}
@@ -261,9 +258,11 @@ def test_a_link_opens_the_same_call_and_filters_and_selecting_rewrites_it(
 ) -> None:
     path, data = sample_report
     status = column(data, "status")
-    errors = [row[0] for row, s in zip(data["calls"], status, strict=True) if row[5] == "HTTP_ERROR" and s == 503]
+    errors = [
+        row["id"] for row, s in zip(records(data), status, strict=True) if row["outcome"] == "HTTP_ERROR" and s == 503
+    ]
     target = errors[-1]
-    other = next(row[0] for row in data["calls"] if row[5] == "HTTP_ERROR" and row[0] != target)
+    other = next(row["id"] for row in records(data) if row["outcome"] == "HTTP_ERROR" and row["id"] != target)
     fragment = f"#call={target}&outcome=HTTP_ERROR&q=503&zoom=0~600000"
     seen = inspect_report(path, [
         {"do": "open", "fragment": fragment},
@@ -280,7 +279,9 @@ def test_a_link_opens_the_same_call_and_filters_and_selecting_rewrites_it(
     _, opened, filters, rows, view, highlighted, _, _, hash_, now = values(seen)
     assert opened == target and highlighted == target
     assert filters == ["HTTP_ERROR", "503"]
-    assert target in rows and all(r in {row[0] for row in data["calls"] if row[5] == "HTTP_ERROR"} for r in rows)
+    assert target in rows and all(
+        r in {row["id"] for row in records(data) if row["outcome"] == "HTTP_ERROR"} for r in rows
+    )
     assert abs(view["from"]) < 1 and abs(view["to"] - 600_000) < 1
     params = parse_qs(hash_[1:])
     assert params["call"] == [other] and now == other and params["outcome"] == ["HTTP_ERROR"] and "q" not in params
@@ -370,7 +371,7 @@ def test_details_follow_the_filter(sample_report: tuple[Path, dict[str, Any]]) -
 
 def test_retry_chain_is_drawn_as_attempts_that_select_each_other(sample_report: tuple[Path, dict[str, Any]]) -> None:
     path, data = sample_report
-    group = max(data["groups"], key=lambda g: g["attempts"])
+    group = max(retry_groups(data), key=lambda g: g["attempts"])
     first, second = group["members"][:2]
     seen = inspect_report(path, [
         {"do": "fill", "selector": "#search", "value": first},
@@ -390,7 +391,7 @@ def test_retry_chain_is_drawn_as_attempts_that_select_each_other(sample_report: 
 def test_duplicate_execution_and_timeout_anatomy_in_the_details(sample_report: tuple[Path, dict[str, Any]]) -> None:
     path, data = sample_report
     (duplicate,) = data["meta"]["duplicate_executions"]
-    anatomy_id, anatomy = next(iter(data["anatomy"].items()))
+    anatomy_id, anatomy = next(iter(anatomies(data).items()))
     seen = inspect_report(path, [
         {"do": "fill", "selector": "#search", "value": duplicate["calls"][1]},
         {"do": "click", "selector": f'#table-rows .row[data-call-id="{duplicate["calls"][1]}"]'},
@@ -409,7 +410,7 @@ def test_table_cells_are_not_cut_without_their_full_text(tmp_path: Path) -> None
     samples = Path(__file__).resolve().parents[2] / "sample_captures"
     report = tmp_path / "cut.html"
     data = write_report([samples / "py-2025-cut-2026-no-resume.flows"], report)
-    cut = next(row[0] for row in data["calls"] if row[5] == "STREAM_INCOMPLETE")
+    cut = next(row["id"] for row in records(data) if row["outcome"] == "STREAM_INCOMPLETE")
     fits = f"""(() => {{
         const row = document.querySelector('#table-rows .row[data-call-id="{cut}"]');
         const pill = row.querySelector('.pill'), cell = pill.parentElement;
@@ -435,8 +436,10 @@ def test_table_cells_are_not_cut_without_their_full_text(tmp_path: Path) -> None
 
 def test_report_data_carries_anatomy_and_lane_groups(sample_report: tuple[Path, dict[str, Any]]) -> None:
     _, data = sample_report
-    assert data["anatomy"] and all(a["sentence"] and a["ended_by"] for a in data["anatomy"].values())
+    anatomy = anatomies(data)
+    assert anatomy and all(a["sentence"] and a["ended_by"] for a in anatomy.values())
     ids = set(column(data, "id"))
-    assert set(data["anatomy"]) <= ids
-    assert {lane["group"] for lane in data["lanes"]} == set(range(len(data["lane_groups"])))
+    assert set(anatomy) <= ids
+    group = data["lane_columns"].index("group")
+    assert {lane[group] for lane in data["lanes"]} == set(range(len(data["lane_groups"])))
     assert json.dumps(data["lane_groups"])  # plain data
