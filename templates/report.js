@@ -78,7 +78,7 @@
   const NA = aggs.length;
   const A = columnsOf(data.aggregate_columns || []);
   const counted = function (flat) {  // [string index, count, ...] -> {name: count}, most common first
-    const out = {};
+    const out = Object.create(null);  // a tool named "__proto__" is a key like any other
     for (let n = 0; n + 1 < flat.length; n += 2) out[S[flat[n]]] = flat[n + 1];
     return out;
   };
