@@ -21,7 +21,6 @@ forces the sequential reading (``MCP_BLACKBOX_WORKERS=N``: N worker processes).
 from __future__ import annotations
 
 import contextlib
-import copyreg
 import multiprocessing
 import os
 import sys
@@ -36,7 +35,6 @@ from mcp_blackbox.analyzer.auth import auth_record, auth_step
 from mcp_blackbox.analyzer.extract import Extracted, error_text, extract_messages
 from mcp_blackbox.analyzer.load import LoadReport, _read_file, read_exchanges
 from mcp_blackbox.analyzer.records import Exchange
-from mcp_blackbox.analyzer.slim import MISSING
 from mcp_blackbox.analyzer.tnetstring_reader import MAX_PREFIX
 
 WORKERS_ENV = "MCP_BLACKBOX_WORKERS"
@@ -44,8 +42,6 @@ MIN_BYTES = 32_000_000  # input below which one process is quick enough (forking
 SEGMENT_BYTES = 16_000_000  # a flow file larger than two of these is cut into ranges of about this size
 KEPT_STREAM_FIELDS = ("ended", "error", "dropped_bytes")  # what the analysis keeps of a stream record
 
-# slim's markers (MISSING, OMITTED) are compared by identity: they travel by name, not as copies.
-copyreg.pickle(type(MISSING), lambda marker: str(marker.name))
 
 
 @dataclass(slots=True)

@@ -30,6 +30,11 @@ class _Marker:
     def __repr__(self) -> str:
         return self.name
 
+    def __reduce__(self) -> str:
+        # Pickled by name (a worker process sends results back): unpickled as this module's own marker, so
+        # the verdicts' identity checks (`is MISSING`) hold across processes.
+        return self.name
+
 
 MISSING: Any = _Marker("MISSING")  # the member is absent
 OMITTED: Any = _Marker("OMITTED")  # present, but too large to keep
