@@ -57,14 +57,11 @@ test-fast: $(STAMP)
 	$(BIN)/pytest tests/unit tests/analyzer tests/fuzz tests/test_sample_captures.py tests/test_synthetic_capture.py \
 		-m "not e2e and not load" --deselect tests/fuzz/test_fuzz_escaping.py::test_captured_text_in_chromium
 
-# mypy cannot follow the editable install's package-dir mapping: it reads mcp_blackbox through a tree of links.
-MYPY_SRC := $(VENV)/mypy-src
-
+# mypy cannot follow the editable install's package-dir mapping: it reads mcp_blackbox through the committed
+# links in typecheck/ (pyproject.toml's mypy_path).
 lint: $(STAMP)
 	$(BIN)/ruff check .
-	mkdir -p $(MYPY_SRC)/mcp_blackbox
-	for d in addon analyzer templates; do ln -sfn ../../../$$d $(MYPY_SRC)/mcp_blackbox/$$d; done
-	MYPYPATH=$(MYPY_SRC) $(BIN)/mypy -p mcp_blackbox.addon -p mcp_blackbox.analyzer -p tests.support -p tests.truth
+	$(BIN)/mypy -p mcp_blackbox.addon -p mcp_blackbox.analyzer -p tests.support -p tests.truth
 
 bench-addon: $(STAMP)
 	$(BIN)/python tests/benchmarks/bench_addon.py
