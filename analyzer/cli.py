@@ -107,6 +107,10 @@ def port_in_use(host: str, port: int) -> bool:
 
 
 def run_record(args: argparse.Namespace) -> int:
+    if args.stdio:
+        return run_record_stdio(args)
+    if not args.upstream:
+        args.record_parser.error("--upstream is required (or --stdio, to record a stdio server)")
     command = record_command(args)
     if args.dry_run:
         print(" ".join(command))
@@ -122,6 +126,22 @@ def run_record(args: argparse.Namespace) -> int:
     # Become mitmdump: signals (Ctrl-C, SIGTERM) reach it directly and it writes the file on exit.
     os.execv(command[0], command)
     return 1  # not reached
+
+
+def run_record_stdio(args: argparse.Namespace) -> int:
+    """``record --stdio``: this process stands between the client and the server's stdio; no mitmdump."""
+    options = {"--upstream": args.upstream, "--rotate-size": args.rotate_size, "--keep": args.keep}
+    options |= {"--listen-file": args.listen_file, "--filter": args.filter, "--redact": args.redact}
+    options |= {"--dry-run": args.dry_run}
+    unused = [name for name, value in options.items() if value]
+    if unused:
+        args.record_parser.error(f"{', '.join(unused)}: not with --stdio")
+    if not args.mitmdump_args:
+        args.record_parser.error("--stdio needs the server's command after --: record --stdio -w FILE -- COMMAND ...")
+    # Imported here: the analysis commands never need it, and the wrapper must start quickly.
+    from mcp_blackbox.addon import stdio_recorder
+
+    return stdio_recorder.run(args.mitmdump_args, args.write, recorder=f"mcp-blackbox {installed_version()}")
 
 
 def load_or_explain(paths: list[str]) -> Analysis | None:
@@ -375,12 +395,22 @@ def build_parser() -> argparse.ArgumentParser:
 
     record = commands.add_parser(
         "record",
-        help="run mitmdump with the recording addon as a reverse proxy in front of an MCP server",
+        help="run mitmdump with the recording addon as a reverse proxy in front of an MCP server, or "
+        "(--stdio) run a stdio server and record its stdin, stdout and stderr",
         description="Run mitmdump with the mcp-blackbox addon in reverse mode. Point the MCP client at "
         "http://HOST:PORT/ instead of the server; every exchange is written to FILE, also those the upstream "
-        "never answered (it connects upstream per request: connection_strategy=lazy). Stop with Ctrl-C.",
+        "never answered (it connects upstream per request: connection_strategy=lazy). Stop with Ctrl-C. "
+        "With --stdio: record --stdio -w FILE -- COMMAND ARGS... goes where the server's command was in the "
+        "client's configuration; it runs COMMAND, passes its stdin, stdout and stderr through unchanged, "
+        "records every line with its time in FILE (a .stdio.jsonl capture; a directory: one file per run) "
+        "and exits with the server's status.",
     )
-    record.add_argument("--upstream", required=True, metavar="URL", help="the MCP server, e.g. http://127.0.0.1:8000")
+    record.add_argument("--upstream", metavar="URL", help="the MCP server, e.g. http://127.0.0.1:8000")
+    record.add_argument(
+        "--stdio",
+        action="store_true",
+        help="record a stdio server: run the COMMAND given after -- and stand between it and the client",
+    )
     record.add_argument("-p", "--port", type=int, default=8080, help="port to listen on (0: any free port)")
     record.add_argument("--listen-host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     record.add_argument(
@@ -389,7 +419,8 @@ def build_parser() -> argparse.ArgumentParser:
         required=True,
         metavar="FILE",
         help="flow file to write (created 0600; strftime fields start a new file when the name changes), or, "
-        "with --rotate-size or --keep, the directory of the rotated files, mcp-<UTC start>-<n>.flows",
+        "with --rotate-size or --keep, the directory of the rotated files, mcp-<UTC start>-<n>.flows; with "
+        "--stdio, the capture file (FILE.stdio.jsonl), or a directory for a new file per run",
     )
     record.add_argument(
         "--rotate-size",
@@ -412,9 +443,11 @@ def build_parser() -> argparse.ArgumentParser:
     record.add_argument("-q", "--quiet", action="store_true", help="no console output")
     record.add_argument("--dry-run", action="store_true", help="print the mitmdump command instead of running it")
     record.add_argument(
-        "mitmdump_args", nargs=argparse.REMAINDER, help="after --, more arguments passed to mitmdump as they are"
+        "mitmdump_args",
+        nargs=argparse.REMAINDER,
+        help="after --, more arguments passed to mitmdump as they are; with --stdio, the server's command",
     )
-    record.set_defaults(run=run_record)
+    record.set_defaults(run=run_record, record_parser=record)
 
     where = commands.add_parser(
         "addon-path",
