@@ -75,11 +75,14 @@ class _Unit:
     name: str
     start: float
     end: float
-    calls: list[Call] = field(default_factory=list)
-    connections: dict[str, None] = field(default_factory=dict)  # in the order first used (deterministic)
+    first: Call
+    waiting: list[Call] = field(default_factory=list)  # its calls until it is linked
+    connections: dict[str, None] = field(default_factory=dict)  # in the order first used, until linked
     user_agent: str | None = None
     client_info: str | None = None
     protocol_version: str | None = None
+    lineage: _Lineage | None = None
+    identity: ClientIdentity | None = None
 
     @property
     def software(self) -> tuple[str | None, str | None]:
@@ -87,14 +90,14 @@ class _Unit:
 
     @property
     def host(self) -> str | None:
-        address = self.calls[0].exchange.client_addr
+        address = self.first.exchange.client_addr
         return address.rpartition(":")[0] if address else None
 
     @property
     def source(self) -> str:
         """The recording it is in: lineages never join units of two recordings, but a rotated recording's
         files are one (analyzer/inputs.recording_of)."""
-        return recording_of(self.calls[0].exchange.source)
+        return recording_of(self.first.exchange.source)
 
 
 @dataclass(slots=True)
@@ -119,16 +122,45 @@ def unit_of(call: Call) -> str:
 
 def identify_clients(calls: list[Call], versions: dict[str, str]) -> None:
     """Set ``call.client`` on every call (``calls`` in the order they started)."""
-    units: dict[str, _Unit] = {}
+    clients = Clients(versions)
     for call in calls:
+        clients.feed(call)
+    clients.link()
+
+
+class Clients:
+    """Client identity worked out as calls come, in the order they started.
+
+    ``feed`` adds a call to its unit; ``link`` puts the units fed since the last ``link`` into their
+    lineages, in the order they began, with what their calls so far said (User-Agent, clientInfo,
+    version). Fed everything and linked once, this is the whole capture's answer; a windowed analysis
+    links each round's new units, and ``forget`` drops units and connections idle for longer than any
+    later unit could look back.
+    """
+
+    def __init__(self, versions: dict[str, str]) -> None:
+        self.versions = versions
+        self.units: dict[str, _Unit] = {}
+        self.fresh: list[_Unit] = []
+        self.lineages = _Lineages()
+
+    def feed(self, call: Call) -> None:
         name = unit_of(call)
         end = call.t_end or call.request.t
-        unit = units.get(name)
+        unit = self.units.get(name)
         if unit is None:
-            unit = units[name] = _Unit(name, call.request.t, end)
+            unit = self.units[name] = _Unit(name, call.request.t, end, call)
+            self.fresh.append(unit)
         unit.end = max(unit.end, end)
-        unit.calls.append(call)
         exchange = call.exchange
+        if unit.identity is not None:  # linked: its calls join its lineage as they come
+            call.client = unit.identity
+            assert unit.lineage is not None
+            self.lineages.extend(unit.lineage, unit.end)
+            if exchange.client_conn:
+                self.lineages.used(exchange.client_conn, unit.lineage, unit.start, unit.end)
+            return
+        unit.waiting.append(call)
         if exchange.client_conn:
             unit.connections.setdefault(exchange.client_conn)
         unit.user_agent = unit.user_agent or exchange.request_headers.get("user-agent")
@@ -139,9 +171,18 @@ def identify_clients(calls: list[Call], versions: dict[str, str]) -> None:
         unit.protocol_version = (
             unit.protocol_version
             or exchange.request_headers.get("mcp-protocol-version")
-            or versions.get(call.scope)  # negotiated by the scope's initialize
+            or self.versions.get(call.scope)  # negotiated by the scope's initialize
         )
-    _link(sorted(units.values(), key=lambda u: u.start))
+
+    def link(self) -> None:
+        fresh, self.fresh = sorted(self.fresh, key=lambda u: u.start), []
+        _link(fresh, self.lineages)
+
+    def forget(self, before: float) -> None:
+        """Drop linked units that ended before ``before``, and what only they used."""
+        for name in [n for n, u in self.units.items() if u.identity is not None and u.end < before]:
+            del self.units[name]
+        self.lineages.forget(before)
 
 
 class _Lineages:
@@ -150,8 +191,8 @@ class _Lineages:
 
     def __init__(self) -> None:
         self.count = 0
-        # connection -> (the lineage of the last unit on it, when that unit ended)
-        self.by_connection: dict[str, tuple[_Lineage, float]] = {}
+        # connection -> (the lineage of the last unit on it, when that unit ended, when it began)
+        self.by_connection: dict[str, tuple[_Lineage, float, float]] = {}
         self.stateless: dict[tuple[Any, ...], _Lineage] = {}  # kind -> the lineage of its connections
         self.ends: dict[tuple[Any, ...], list[tuple[float, int, _Lineage]]] = defaultdict(list)
 
@@ -166,9 +207,24 @@ class _Lineages:
             return
         ends = self.ends[self._kind(lineage)]
         number = int(lineage.name[1:])
-        del ends[bisect.bisect_left(ends, (lineage.end, number))]
+        at = bisect.bisect_left(ends, (lineage.end, number))
+        if at < len(ends) and ends[at][2] is lineage:  # not forgotten
+            del ends[at]
         lineage.end = end
         bisect.insort(ends, (end, number, lineage))
+
+    def used(self, connection: str, lineage: _Lineage, start: float, end: float) -> None:
+        """The unit that began at ``start`` used the connection: the last unit on it, unless a later one did."""
+        known = self.by_connection.get(connection)
+        if known is None or known[2] <= start:
+            self.by_connection[connection] = (lineage, end, start)
+
+    def forget(self, before: float) -> None:
+        """What no unit that begins after ``before`` reads: connections idle since, ends out of its window."""
+        for connection in [c for c, (_, end, _) in self.by_connection.items() if end < before]:
+            del self.by_connection[connection]
+        for ends in self.ends.values():
+            del ends[: bisect.bisect_left(ends, (before - IDLE_WINDOW,))]
 
     def idle(self, unit: _Unit) -> tuple[int, _Lineage | None]:
         """How many lineages of the unit's kind went idle in the retry window before it began, and the last.
@@ -186,8 +242,7 @@ class _Lineages:
         return (lineage.software, lineage.host, lineage.source)
 
 
-def _link(units: list[_Unit]) -> None:
-    lineages = _Lineages()
+def _link(units: list[_Unit], lineages: _Lineages) -> None:
     for unit in units:
         lineage, joined = _lineage_for(unit, lineages)
         if lineage is None:
@@ -196,8 +251,8 @@ def _link(units: list[_Unit]) -> None:
                 lineages.stateless.setdefault((unit.software, unit.host, unit.source), lineage)
         lineages.extend(lineage, unit.end)
         for connection in unit.connections:
-            lineages.by_connection[connection] = (lineage, unit.end)
-        first = unit.calls[0].exchange
+            lineages.used(connection, lineage, unit.start, unit.end)
+        first = unit.first.exchange
         identity = ClientIdentity(
             lineage=lineage.name,
             unit=unit.name,
@@ -207,10 +262,11 @@ def _link(units: list[_Unit]) -> None:
             client_info=unit.client_info,
             protocol_version=unit.protocol_version,
             joined=joined,
-            opened=is_session_unit(unit.name) or unit.calls[0].method in OPENING_METHODS,
+            opened=is_session_unit(unit.name) or unit.first.method in OPENING_METHODS,
         )
-        for call in unit.calls:
+        for call in unit.waiting:
             call.client = identity
+        unit.lineage, unit.identity, unit.waiting, unit.connections = lineage, identity, [], {}
 
 
 def _lineage_for(unit: _Unit, lineages: _Lineages) -> tuple[_Lineage | None, str]:
@@ -220,7 +276,7 @@ def _lineage_for(unit: _Unit, lineages: _Lineages) -> tuple[_Lineage | None, str
         lineage
         for connection in unit.connections
         if (known := lineages.by_connection.get(connection)) is not None
-        for lineage, ended in [known]
+        for lineage, ended, _ in [known]
         if ended <= unit.start
     ]
     if len({lineage.name for lineage in sequential}) == 1:

@@ -78,19 +78,35 @@ def find_duplicate_executions(
 
     ``services`` names the servers that a gateway treats as replicas of one service (retries.gateway_services):
     a write run on one and again on another ran twice all the same."""
-    services = services or {}
-    # The last execution per (lineage, server, tool, arguments), and the whole run only once it repeats:
-    # a capture of 100,000 calls holds few repeats, and the index must not double the analysis' memory.
-    last: dict[tuple[str, str, str, str], Call] = {}
-    repeated: dict[tuple[str, str, str, str], list[Call]] = {}
+    duplicates = Duplicates(facts)
     for call in calls:
+        duplicates.check(call, services or {})
+    return duplicates.settle(float("inf"))
+
+
+class Duplicates:
+    """Repeated executions found one call at a time, in the order they started.
+
+    The last execution per (lineage, server, tool, arguments) is kept, and the whole run only once it
+    repeats: a capture of 100,000 calls holds few repeats, and the index must not double the analysis'
+    memory. ``settle(before)`` closes the runs whose last execution started before ``before``: a windowed
+    analysis finds a write run twice within its window, the whole-capture analysis anywhere in it.
+    """
+
+    def __init__(self, facts: CaptureFacts) -> None:
+        self.facts = facts
+        self.last: dict[tuple[str, str, str, str], Call] = {}
+        self.repeated: dict[tuple[str, str, str, str], list[Call]] = {}
+
+    def check(self, call: Call, services: Mapping[str, str]) -> None:
+        facts = self.facts
         if call.method != "tools/call" or call.request.facts is None or call.client is None:
-            continue
+            return
         if replayable(call.tool, facts) or execution(call) is Execution.NOT_RUN:
-            continue
+            return
         server = services.get(call.exchange.server, call.exchange.server)
         key = (call.client.lineage, server, call.tool or "", call.request.facts.digest)
-        before = last.get(key)
+        before = self.last.get(key)
         if before is not None:
             how = "ran" if execution(before) is Execution.RAN else "may have run"
             if before.exchange.server != call.exchange.server:
@@ -103,6 +119,12 @@ def find_duplicate_executions(
             )
             call.flags = tuple(sorted({*call.flags, Flag.DUPLICATE_EXECUTION}))
             call.evidence = (*call.evidence, why)
-            repeated.setdefault(key, [before]).append(call)
-        last[key] = call
-    return [DuplicateExecution(key[2], key[3], key[0], tuple(group)) for key, group in repeated.items()]
+            self.repeated.setdefault(key, [before]).append(call)
+        self.last[key] = call
+
+    def settle(self, before: float) -> list[DuplicateExecution]:
+        """The runs that no later call can extend, in the order they were found."""
+        for key in [k for k, call in self.last.items() if call.request.t < before]:
+            del self.last[key]
+        done = [key for key in self.repeated if key not in self.last]
+        return [DuplicateExecution(key[2], key[3], key[0], tuple(self.repeated.pop(key))) for key in done]

@@ -42,7 +42,6 @@ def legacy_session_of_endpoint(endpoint: str) -> str | None:
 class Pairing:
     calls: list[Call] = field(default_factory=list)
     orphans: list[Message] = field(default_factory=list)  # answers to no request in the capture
-    notices: list[Message] = field(default_factory=list)  # server notifications tied to no call
 
 
 def _opposite(direction: str) -> str:
@@ -51,11 +50,27 @@ def _opposite(direction: str) -> str:
 
 def pair_messages(messages: list[Message]) -> Pairing:
     """``messages`` in the order they happened, each in the scope of its exchange."""
-    out = Pairing()
-    by_key: dict[tuple[str, str, str], Call] = {}
-    by_request_exchange: dict[str, list[Call]] = {}
-    by_progress_token: dict[tuple[str, str], Call] = {}
+    pairer = Pairer()
     for message in messages:
+        pairer.feed(message)
+    return pairer.out
+
+
+class Pairer:
+    """Pairing fed one message at a time, in the order they happened: ``out`` grows as they come.
+
+    A windowed analysis (analyzer/windowed.py) drops what no later message can refer to: ``forget_flow``
+    once an exchange's messages are all in, ``forget_call`` once a call is final."""
+
+    def __init__(self) -> None:
+        self.out = Pairing()
+        self.by_key: dict[tuple[str, str, str], Call] = {}
+        self.by_request_exchange: dict[str, list[Call]] = {}
+        self.by_progress_token: dict[tuple[str, str], Call] = {}
+
+    def feed(self, message: Message) -> None:
+        out, by_key = self.out, self.by_key
+        by_request_exchange, by_progress_token = self.by_request_exchange, self.by_progress_token
         scope = message.exchange.scope
         if message.kind == "request" or (message.kind == "notification" and message.direction == C2S):
             call = Call(request=message, scope=scope)
@@ -75,15 +90,14 @@ def pair_messages(messages: list[Message]) -> Pairing:
                     by_progress_token[(scope, message.facts.token)] = call
             elif message.method == CANCELLED:
                 _attach_cancel(message, scope, by_key)
-            continue
+            return
         if message.kind == "notification":
+            # A server notification tied to no call (list_changed, a stray log) is part of no verdict.
             target = _notification_target(message, scope, by_progress_token, by_request_exchange)
-            if target is None:
-                out.notices.append(message)
-            else:
+            if target is not None:
                 target.note(message)
                 target.add_exchange(message.exchange)
-            continue
+            return
         # A result, an error, or something that should have been one.
         key = (scope, _opposite(message.direction), message.key_id)
         answered = by_key.get(key) if message.id is not None else None
@@ -93,14 +107,26 @@ def pair_messages(messages: list[Message]) -> Pairing:
                 # Unreadable, or an error without a usable id: it answers the exchange that carried it.
                 if on_exchange is not None:
                     on_exchange.responses.append(message)
-                    continue
+                    return
             elif on_exchange is not None:
                 on_exchange.note_stray(message)
             out.orphans.append(message)
-            continue
+            return
         answered.responses.append(message)
         answered.add_exchange(message.exchange)
-    return out
+
+    def forget_flow(self, flow_id: str) -> None:
+        self.by_request_exchange.pop(flow_id, None)
+
+    def forget_call(self, call: Call) -> None:
+        request = call.request
+        key = (call.scope, request.direction, request.key_id)
+        if self.by_key.get(key) is call:
+            del self.by_key[key]
+        if request.facts is not None and request.facts.token is not None:
+            token = (call.scope, request.facts.token)
+            if self.by_progress_token.get(token) is call:
+                del self.by_progress_token[token]
 
 
 def _answerable(calls: list[Call], message: Message) -> Call | None:

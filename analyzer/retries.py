@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import email.utils
 import itertools
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,11 +54,13 @@ class _History:
     """What each client unit sent, in order: whether a fresh session re-ran the sequence that led to a
     failed call (an application loop starting over), or only sent the same request again; and whether
     other units of a lineage sent the same request meanwhile (several clients behind one lineage).
-    Both questions are rare (a link across units), so only references are kept and the answers are worked
-    out when asked: a capture of 100,000 calls must not pay for them."""
+    Both questions are rare (a link across units), so only what answers them is kept and the answers are
+    worked out when asked: a capture of 100,000 calls must not pay for them."""
 
     def __init__(self) -> None:
-        self._tool_calls: dict[str, list[Call]] = {}  # unit -> its tools/call requests, in order
+        # unit -> (tool, params digest) of its tools/call requests, in order
+        self._tool_calls: dict[str, list[tuple[str, str]]] = {}
+        self._place: dict[int, tuple[str, int]] = {}  # id(call) -> (its unit, its place in the unit's list)
         # lineage key -> its latest identical requests (only look-alikes close in time matter); most keys
         # are sent once, so a lone request is kept as itself, not in a list
         self._recent: dict[tuple[str, str, str, str], Call | list[Call]] = {}
@@ -79,13 +82,30 @@ class _History:
 
     def add(self, call: Call) -> None:
         if call.tool is not None and call.client is not None:
-            self._tool_calls.setdefault(call.client.unit, []).append(call)
+            sent = self._tool_calls.setdefault(call.client.unit, [])
+            self._place[id(call)] = (call.client.unit, len(sent))
+            sent.append((call.tool or "", call.request.facts.digest if call.request.facts else ""))
 
     def prior(self, call: Call) -> set[tuple[str, str]]:
         """(tool, params digest) of the tool calls its unit sent before it."""
-        sent = self._tool_calls.get(call.client.unit, []) if call.client is not None else []
-        before = next((i for i, other in enumerate(sent) if other is call), 0)
-        return {(c.tool or "", c.request.facts.digest if c.request.facts else "") for c in sent[:before]}
+        unit, before = self._place.get(id(call), ("", 0))
+        return set(self._tool_calls.get(unit, [])[:before])
+
+    def forget(self, call: Call, unit_ended: bool) -> None:
+        """``call`` is final; ``unit_ended``: it was its unit's last call so far."""
+        place = self._place.pop(id(call), None)
+        if place is not None and unit_ended:
+            self._tool_calls.pop(place[0], None)
+        if call.client is None or call.client.unit_is_session:
+            return
+        key = _key(call)
+        recent = self._recent.get(key)
+        if recent is call:
+            del self._recent[key]
+        elif isinstance(recent, list):
+            recent[:] = [other for other in recent if other is not call]
+            if not recent:
+                del self._recent[key]
 
     def crowded(self, before: Call, call: Call) -> bool:
         """Another unit sent the identical request between ``before`` and ``call``, or within LOOKALIKE_NEAR
@@ -146,7 +166,11 @@ class RetryGroup:
 def gateway_services(groups: list[RetryGroup]) -> dict[str, str]:
     """Servers that a gateway re-sent one request between are replicas of one service: server -> the
     service's name (its first server seen). A write that ran on each of them ran twice."""
-    service: dict[str, str] = {}
+    return add_gateway_services({}, groups)
+
+
+def add_gateway_services(service: dict[str, str], groups: list[RetryGroup]) -> dict[str, str]:
+    """``gateway_services`` grown by more groups, in place (a windowed analysis settles them a few at a time)."""
 
     def find(server: str) -> str:
         while (parent := service.get(server, server)) != server:
@@ -159,7 +183,9 @@ def gateway_services(groups: list[RetryGroup]) -> dict[str, str]:
                 first, second = find(before.exchange.server), find(after.exchange.server)
                 if first != second:
                     service[second] = first
-    return {server: find(server) for server in service}
+    for server in service:
+        service[server] = find(server)
+    return service
 
 
 def _retry_after(call: Call) -> float | None:
@@ -178,27 +204,69 @@ def _retry_after(call: Call) -> float | None:
 
 def find_retries(calls: list[Call], facts: CaptureFacts) -> list[RetryGroup]:
     """Link attempts; write retry_group, attempt, origin and confidence onto the calls."""
-    groups: list[RetryGroup] = []
-    requests = [c for c in calls if c.request.kind == "request" and c.direction == C2S and c.request.facts]
-    for call in requests:
-        if (group := _resumed_stream(call, f"r{len(groups) + 1}")) is not None:
-            groups.append(group)
-    # Keyed by the client (analyzer/clients.py): a retry is the same client's. Each attempt is kept under its
-    # unit (session or connection) and under its lineage: the unit's own failure first, so that clients that
-    # share a lineage (stateless connections of one software) do not hide each other's.
-    latest: dict[tuple[str, str, str, str], Call] = {}  # (unit or lineage, server, method, digest) -> attempt
-    latest_tool: dict[tuple[str, str, str], Call] = {}  # (unit or lineage, server, tool) -> attempt, any arguments
-    latest_probe: dict[str, Call] = {}  # lineage -> its last refused modern probe or initialize
-    # (X-Request-ID, method, params digest) -> attempt: a gateway re-sends to another server, from its own
-    # connection, under the request id it gave the first attempt.
-    by_request_id: dict[tuple[str, str, str], Call] = {}
-    by_call: dict[int, RetryGroup] = {id(g.members[0]): g for g in groups}
-    history = _History()
-    history.index(requests)
-    for call in requests:
+    retries = Retries(facts)
+    retries.take(calls)
+    return retries.settle(float("inf"))
+
+
+class Retries:
+    """Retry linking fed calls in the order they started (with verdicts and clients).
+
+    ``take`` links a batch of calls; ``settle(before)`` judges the safety of every group that no call
+    yet to come can join, since its attempts all started before ``before``, and drops those calls from
+    the indexes: only a request that did not succeed can be retried, and only within RETRY_WINDOW, so
+    what is kept depends on the window, not on the capture.
+    """
+
+    def __init__(self, facts: CaptureFacts) -> None:
+        self.facts = facts
+        self.groups: list[RetryGroup] = []
+        self.count = 0
+        # Keyed by the client (analyzer/clients.py): a retry is the same client's. Each attempt is kept under
+        # its unit (session or connection) and under its lineage: the unit's own failure first, so that
+        # clients that share a lineage (stateless connections of one software) do not hide each other's.
+        self.latest: dict[tuple[str, str, str, str], Call] = {}  # (unit or lineage, server, method, digest)
+        self.latest_tool: dict[tuple[str, str, str], Call] = {}  # (unit or lineage, server, tool), any arguments
+        self.latest_probe: dict[str, Call] = {}  # lineage -> its last refused modern probe or initialize
+        # (X-Request-ID, method, params digest) -> attempt: a gateway re-sends to another server, from its own
+        # connection, under the request id it gave the first attempt.
+        self.by_request_id: dict[tuple[str, str, str], Call] = {}
+        self.by_call: dict[int, RetryGroup] = {}
+        self.history = _History()
+        self.linked: deque[Call] = deque()  # in the order they started, until settled
+        self.last_of_unit: dict[str, Call] = {}
+
+    def _new_group(self, origin: RetryOrigin, confidence: Confidence, first: Call) -> RetryGroup:
+        self.count += 1
+        group = RetryGroup(f"r{self.count}", origin, confidence, [first])
+        self.groups.append(group)
+        self.by_call[id(first)] = group
+        return group
+
+    def take(self, calls: list[Call]) -> None:
+        requests = [c for c in calls if c.request.kind == "request" and c.direction == C2S and c.request.facts]
+        for call in requests:
+            if (group := _resumed_stream(call, f"r{self.count + 1}")) is not None:
+                self.count += 1
+                self.groups.append(group)
+                self.by_call[id(call)] = group
+        self.history.index(requests)
+        for call in requests:
+            self._link(call)
+            self.linked.append(call)
+            if call.client is not None:
+                self.last_of_unit[call.client.unit] = call
+
+    def _link(self, call: Call) -> None:
         assert call.request.facts is not None
+        latest, latest_tool, latest_probe, by_request_id = (
+            self.latest,
+            self.latest_tool,
+            self.latest_probe,
+            self.by_request_id,
+        )
         key, unit_key = _key(call), _key(call, in_unit=True)
-        history.add(call)
+        self.history.add(call)
         lineage = _lineage(call)
         request_id_key = _request_id_key(call)
         gateway_copy = by_request_id.get(request_id_key) if request_id_key else None
@@ -208,20 +276,18 @@ def find_retries(calls: list[Call], facts: CaptureFacts) -> list[RetryGroup]:
             previous, origin = gateway_copy, _gateway_origin(gateway_copy, call)
         else:
             same = latest.get(unit_key) or latest.get(key)
-            previous, origin = _previous_attempt(call, same, latest_tool, latest_probe.get(lineage), history)
+            previous, origin = _previous_attempt(call, same, latest_tool, latest_probe.get(lineage), self.history)
         if previous is not None and origin is not None:
-            group = by_call.get(id(previous))
+            group = self.by_call.get(id(previous))
             if group is None or group.origin is RetryOrigin.TRANSPORT_RESUME:
-                group = RetryGroup(f"r{len(groups) + 1}", origin[0], origin[1], [previous])
-                groups.append(group)
-                by_call[id(previous)] = group
+                group = self._new_group(origin[0], origin[1], previous)
             elif group.origin != origin[0] and origin[0].retries_a_failure:
                 group.evidence.append(f"attempt {len(group.members) + 1} by {origin[0]}")
             group.members.append(call)
             group.links.append((origin[0], origin[1]))
             group.confidence = Confidence.weakest(group.confidence, origin[1])
             group.evidence.extend(origin[2])
-            by_call[id(call)] = group
+            self.by_call[id(call)] = group
             group.is_failure_retry = group.is_failure_retry and origin[0].retries_a_failure
             if origin[0] is RetryOrigin.PROTOCOL_FALLBACK:
                 # Negotiation is over: the same probe later (another client, a new session) starts anew.
@@ -252,9 +318,45 @@ def find_retries(calls: list[Call], facts: CaptureFacts) -> list[RetryGroup]:
                     latest_tool.pop(tool_key, None)
         if _is_refused_probe(call):
             latest_probe[lineage] = call
-    for group in groups:
-        _apply(group, facts)
-    return groups
+
+    def settle(self, before: float) -> list[RetryGroup]:
+        """The groups whose attempts all started before ``before``, with their safety judged, in the order
+        they were made; their calls, and every other call linked before ``before``, leave the indexes."""
+        while self.linked and self.linked[0].request.t < before:
+            self._forget(self.linked.popleft())
+        done = [g for g in self.groups if g.members[-1].request.t < before]
+        if len(done) < len(self.groups):
+            self.groups = [g for g in self.groups if g.members[-1].request.t >= before]
+        else:
+            self.groups = []
+        for group in done:
+            _apply(group, self.facts)
+            for member in group.members:
+                if self.by_call.get(id(member)) is group:  # a resumed call may also start a retry group
+                    del self.by_call[id(member)]
+        return done
+
+    def is_open(self, call: Call) -> bool:
+        """``call`` is in a group that a later attempt may still join."""
+        return id(call) in self.by_call
+
+    def _forget(self, call: Call) -> None:
+        def drop(index: dict[Any, Call], key: Any) -> None:
+            if index.get(key) is call:
+                del index[key]
+
+        drop(self.latest, _key(call))
+        drop(self.latest, _key(call, in_unit=True))
+        drop(self.latest_tool, _tool_key(call))
+        drop(self.latest_tool, _tool_key(call, True))
+        drop(self.latest_probe, _lineage(call))
+        if (request_id_key := _request_id_key(call)) is not None:
+            drop(self.by_request_id, request_id_key)
+        unit = call.client.unit if call.client is not None else ""
+        ended = self.last_of_unit.get(unit) is call
+        if ended:
+            del self.last_of_unit[unit]
+        self.history.forget(call, ended)
 
 
 def _resumed_stream(call: Call, group_id: str) -> RetryGroup | None:
