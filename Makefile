@@ -9,7 +9,7 @@ NODE_PEERS := tests/truth/peers/node
 # Debian's chromium (playwright-core drives it; Playwright's own browser downloads are not used).
 CHROMIUM ?= chromium
 
-.PHONY: report test lint chromium browser-deps nginx truth-deps bench-addon bench-analyzer bench-report bench-scale samples truth clean
+.PHONY: report test lint chromium browser-deps nginx truth-deps bench-addon bench-analyzer bench-report bench-scale bench-stdio samples truth clean
 
 # The main job: the bundled sample captures rendered into one self-contained report.
 report: $(STAMP)
@@ -75,6 +75,11 @@ bench-report: $(STAMP) browser-deps
 # A day of traffic: 1,000,000 calls in rotated files (generated once, cached); BENCH_SCALE_ARGS="--calls 200000" for a quick look.
 bench-scale: $(STAMP) browser-deps
 	$(BIN)/python tests/benchmarks/bench_scale.py $(BENCH_SCALE_ARGS)
+
+# record --stdio's cost per message: round trips to a stdio server, bare and wrapped, in one run;
+# BENCH_STDIO_ARGS="--server sdk" for the Python SDK's server instead of a minimal one.
+bench-stdio: $(STAMP)
+	$(BIN)/python tests/benchmarks/bench_stdio.py $(BENCH_STDIO_ARGS)
 
 samples: $(STAMP) $(TS_CLIENT)/node_modules/.package-lock.json
 	$(BIN)/python sample_captures/record_samples.py
