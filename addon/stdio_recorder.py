@@ -257,9 +257,10 @@ class StdioRecorder:
 
     def on_signal(self, number: int, frame: FrameType | None) -> None:
         child = self.child
-        if child is None or child.returncode is not None:
-            self.pending_signals.append(number)  # before the spawn: delivered right after it
-        else:
+        running = child is not None and child.returncode is None
+        if child is None:
+            self.pending_signals.append(number)  # before the spawn: passed on right after it
+        elif running:
             self.forward(child.pid, number)
         self.capture.write(
             {
@@ -267,7 +268,7 @@ class StdioRecorder:
                 "t": stamp(time.time()),
                 "signal": signal.Signals(number).name,
                 "number": number,
-                "forwarded_to": child.pid if child is not None and child.returncode is None else None,
+                "forwarded_to": child.pid if child is not None and running else None,
             }
         )
 
@@ -281,19 +282,16 @@ class StdioRecorder:
 
     def spawn(self) -> tuple[int, int, int] | int:
         """Start the child on three new pipes; our ends, or the exit status when it could not start."""
-        to_child, child_stdin = os.pipe()
-        child_stdout, from_child = os.pipe()
-        child_stderr, errors_from_child = os.pipe()
-        theirs = (to_child, from_child, errors_from_child)
-        ours = (child_stdin, child_stdout, child_stderr)
-        for fd in ours:
-            os.set_inheritable(fd, False)
+        stdin_r, stdin_w = os.pipe()
+        stdout_r, stdout_w = os.pipe()
+        stderr_r, stderr_w = os.pipe()
+        theirs, ours = (stdin_r, stdout_w, stderr_w), (stdin_w, stdout_r, stderr_r)
         try:
             self.child = subprocess.Popen(
                 self.command,
-                stdin=to_child,
-                stdout=from_child,
-                stderr=errors_from_child,
+                stdin=stdin_r,
+                stdout=stdout_w,
+                stderr=stderr_w,
                 process_group=0,
             )
         except OSError as e:

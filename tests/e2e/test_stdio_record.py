@@ -392,6 +392,49 @@ def test_the_client_disconnect_closes_the_child_stdin(tmp_path: Path, procs: lis
     assert records[-1] | {"t": 0} == {"type": fmt.EXIT, "t": 0, "code": 0, "signal": None, "status": 0}
 
 
+def test_a_client_that_stops_reading_breaks_the_server_pipe_as_without_the_wrapper(
+    tmp_path: Path, procs: list[subprocess.Popen[bytes]]
+) -> None:
+    command = ["sh", "-c", "while echo tick; do sleep 0.02; done"]
+    statuses = []
+    for argv in (command, wrapped(tmp_path / "cap.stdio.jsonl", command)):
+        proc = start(procs, argv)
+        assert proc.stdout is not None
+        read_until(proc.stdout.fileno(), b"tick\n")
+        proc.stdout.close()
+        statuses.append(proc.wait(timeout=10))
+    assert statuses == [-signal.SIGPIPE, 128 + signal.SIGPIPE], "the shell dies of SIGPIPE either way"
+
+    records = checked(tmp_path / "cap.stdio.jsonl", command)
+    [failed] = [r for r in records if r["type"] == fmt.WRITE_FAILED]
+    assert (failed["stream"], failed["error"]) == (fmt.STDOUT, "EPIPE")
+    assert all(r["text"] == "tick" for r in lines(records, fmt.STDOUT))
+    assert records[-1]["signal"] == "SIGPIPE" and records[-1]["t"] >= failed["t"]
+
+
+def test_a_server_that_closes_its_stdin_is_recorded_and_the_client_meets_the_broken_pipe(
+    tmp_path: Path, procs: list[subprocess.Popen[bytes]]
+) -> None:
+    command = ["sh", "-c", "exec 0<&-; echo closed; sleep 5"]
+    capture = tmp_path / "cap.stdio.jsonl"
+    proc = start(procs, wrapped(capture, command))
+    assert proc.stdin is not None and proc.stdout is not None
+    read_until(proc.stdout.fileno(), b"closed")
+    with pytest.raises(BrokenPipeError):  # the wrapper took the first line, then closed its stdin
+        for _ in range(50):
+            proc.stdin.write(b'{"jsonrpc":"2.0","id":1,"method":"ping"}\n')
+            proc.stdin.flush()
+            time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=10)
+
+    records = checked(capture, command)
+    [failed] = [r for r in records if r["type"] == fmt.WRITE_FAILED]
+    assert (failed["stream"], failed["error"]) == (fmt.STDIN, "EPIPE")
+    [sent] = lines(records, fmt.STDIN)
+    assert sent["text"] == '{"jsonrpc":"2.0","id":1,"method":"ping"}' and sent["t"] <= failed["t"]
+
+
 TRAP = (
     "import os, signal, sys, time\n"
     "got = []\n"
