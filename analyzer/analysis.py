@@ -121,6 +121,7 @@ def analyze(paths: Iterable[str | Path], *, keep_details: bool = False, report: 
     )
 
 
+DEFAULT_WINDOW = 600.0  # seconds of capture time `export` holds: longer than MCP calls and sessions' streams last
 NEAR = 1.0  # seconds past a call in which look-alikes are read before it is linked (> retries.LOOKALIKE_NEAR)
 
 
@@ -136,6 +137,8 @@ class CallStream:
     - flows are written when they end, so once a flow ending at ``t`` is read, every flow that began
       before ``t - W`` is in, if none stays open longer than W: messages older than that are paired;
     - a call is complete (its answers, its cancel, a resumed stream) W after it began;
+    - its client is identified W later: whether the clients before it were idle when it began depends on
+      what they sent after;
     - it is linked to its earlier attempts NEAR later, once the look-alikes around it are known;
     - it can no longer be joined by a later attempt RETRY_WINDOW after its end (at most W after its
       start): then its group's safety is judged and its duplicate executions checked, and it is final.
@@ -204,6 +207,27 @@ class CallStream:
                 "lost its body"
             )
 
+    @property
+    def flows_read(self) -> int:
+        return self.report.flows_read
+
+    @property
+    def analyzed(self) -> int:
+        return self.exchange_count
+
+    @property
+    def call_count(self) -> int:
+        """Calls judged so far (every call, once the stream is exhausted)."""
+        return self._number
+
+    @property
+    def skipped(self) -> list[dict[str, Any]]:
+        return self.report.skipped
+
+    @property
+    def read_problems(self) -> list[dict[str, Any]]:
+        return self.report.problems
+
     def _add(self, decoded: Decoded) -> None:
         exchange, extracted = decoded.exchange, decoded.extracted
         end = exchange.t_end or exchange.t_error or exchange.t_response or exchange.t_request
@@ -238,11 +262,14 @@ class CallStream:
 
     def _round(self, frontier: float) -> Iterator[Call]:
         """Every stage as far as ``frontier`` (messages older than it are all in) allows."""
-        complete_before = frontier - (self.window or 0.0)
-        link_before = complete_before - NEAR
-        final_before = link_before - RETRY_WINDOW - (self.window or 0.0)
+        window = self.window or 0.0
+        complete_before = frontier - window
+        identify_before = complete_before - window
+        link_before = identify_before - NEAR
+        final_before = link_before - RETRY_WINDOW - window
         self._pair(frontier)
         self._judge(complete_before)
+        self._clients.link(identify_before)
         self._link(link_before)
         yield from self._settle(final_before)
 
@@ -265,7 +292,7 @@ class CallStream:
         pairer.out.orphans.clear()
 
     def _judge(self, before: float) -> None:
-        """Verdicts (after the facts every call of this round brings), numbers, ids, clients."""
+        """Verdicts (after the facts every call of this round brings), numbers, ids; each call to its client."""
         waiting, ready = self._waiting, []
         while waiting and waiting[0][0] < before:
             ready.append(heapq.heappop(waiting)[3])
@@ -282,7 +309,6 @@ class CallStream:
             self._ids.assign(call)
             self._clients.feed(call)
             self._pairer.forget_flow(call.exchange.flow_id)
-        self._clients.link()
         self._complete.extend(ready)
 
     def _link(self, before: float) -> None:

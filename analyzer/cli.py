@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import errno
 import importlib.metadata
 import importlib.util
@@ -13,12 +14,13 @@ import sys
 import textwrap
 from collections.abc import Sequence
 from pathlib import Path
+from typing import IO, Any
 
 from mcp_blackbox.analyzer import progress
-from mcp_blackbox.analyzer.analysis import Analysis, analyze
+from mcp_blackbox.analyzer.analysis import DEFAULT_WINDOW, Analysis, CallStream, analyze
 from mcp_blackbox.analyzer.check import DEFAULT_FAIL_ON, Allowance, parse_allow, parse_fail_on
 from mcp_blackbox.analyzer.export import write_csv, write_json
-from mcp_blackbox.analyzer.inputs import expand_captures
+from mcp_blackbox.analyzer.inputs import expand_captures, recording_of
 from mcp_blackbox.analyzer.load import LoadReport
 from mcp_blackbox.analyzer.summary_text import summary_text
 from mcp_blackbox.analyzer.vocabulary import NOT_FAILURES
@@ -154,6 +156,14 @@ def load_or_explain(paths: list[str]) -> Analysis | None:
     else:
         with progress.ProgressLine(report, size):
             analysis = analyze(paths, report=report)
+    tell_what_was_read(analysis)
+    if analysis.flows_read == 0 and analysis.read_problems:
+        return None
+    return analysis
+
+
+def tell_what_was_read(analysis: Analysis | CallStream) -> None:
+    """On stderr: what could not be read, how many flows were skipped, what the capture could not show."""
     for problem in analysis.read_problems:
         where = f" at byte {problem['offset']}" if problem.get("offset") is not None else ""
         after = f" after {problem['flows_read']} flow(s)" if problem.get("flows_read") else ""
@@ -165,9 +175,6 @@ def load_or_explain(paths: list[str]) -> Analysis | None:
         )
     for note in analysis.notes:
         explain(f"mcp-blackbox: note: {note}")
-    if analysis.flows_read == 0 and analysis.read_problems:
-        return None
-    return analysis
 
 
 def explain(head: str, body: str | None = None, width: int = 80) -> None:
@@ -205,20 +212,32 @@ def run_export(args: argparse.Namespace) -> int:
         except OtlpMissing as e:
             print(f"mcp-blackbox export: {e}", file=sys.stderr)
             return 2
-    analysis = load_or_explain(args.captures)
-    if analysis is None:
-        return 2
     if args.format == "otlp" or args.otlp_endpoint or args.format == "har":
-        return _export_other(args, analysis)
+        analysis = load_or_explain(args.captures)
+        return 2 if analysis is None else _export_other(args, analysis)
     args.format = args.format or "json"
     args.output = args.output or "-"
     write = write_json if args.format == "json" else write_csv
     if args.output == "-":
-        write(analysis, sys.stdout, redact=not args.no_redact)
-    else:
-        with open(args.output, "w", newline="" if args.format == "csv" else None, encoding="utf-8") as out:
-            write(analysis, out, redact=not args.no_redact)
-    return 0
+        return _export_streaming(args, write, sys.stdout)
+    with open(args.output, "w", newline="" if args.format == "csv" else None, encoding="utf-8") as out:
+        return _export_streaming(args, write, out)
+
+
+def _export_streaming(args: argparse.Namespace, write: Any, out: IO[str]) -> int:
+    """JSON and CSV: each call written once final (analysis.CallStream), within ``--window`` seconds.
+
+    A window reads one recording (a file, or a recorder's rotated files) in the order it was written;
+    several recordings are not in one time order, so they are read whole."""
+    report = LoadReport()
+    paths = expand_captures(args.captures)
+    one_recording = len({recording_of(path) for path in paths}) == 1
+    stream = CallStream(paths, window=(args.window or None) if one_recording else None, report=report)
+    size = progress.wanted(paths)
+    with contextlib.nullcontext() if size is None else progress.ProgressLine(report, size):
+        write(stream, out, redact=not args.no_redact)
+    tell_what_was_read(stream)
+    return 2 if stream.flows_read == 0 and stream.read_problems else 0
 
 
 def _export_other(args: argparse.Namespace, analysis: Analysis) -> int:
@@ -474,6 +493,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="send the spans as OTLP/HTTP protobuf to URL/v1/traces (an OpenTelemetry Collector, Jaeger, Tempo: "
         "e.g. http://localhost:4318); headers from OTEL_EXPORTER_OTLP_HEADERS; with --format otlp -o FILE, "
         "the file is written too",
+    )
+    export.add_argument(
+        "--window",
+        type=float,
+        default=DEFAULT_WINDOW,
+        metavar="SECONDS",
+        help=f"json and csv, one recording (a file or a recorder's rotated files): write each call once nothing "
+        f"later can change it, holding about four times this much capture time in memory (default "
+        f"{DEFAULT_WINDOW:g}; flows open longer are paired late); 0, or several recordings: read them whole first",
     )
     export.add_argument("--no-redact", action="store_true", help="keep secrets in evidence and messages")
     export.set_defaults(run=run_export)

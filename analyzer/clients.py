@@ -134,8 +134,9 @@ class Clients:
     ``feed`` adds a call to its unit; ``link`` puts the units fed since the last ``link`` into their
     lineages, in the order they began, with what their calls so far said (User-Agent, clientInfo,
     version). Fed everything and linked once, this is the whole capture's answer; a windowed analysis
-    links each round's new units, and ``forget`` drops units and connections idle for longer than any
-    later unit could look back.
+    links a unit once the calls of a window after its start are fed (whether the lineages before it were
+    idle when it began depends on their later calls), and ``forget`` drops units and connections idle for
+    longer than any later unit could look back.
     """
 
     def __init__(self, versions: dict[str, str]) -> None:
@@ -174,9 +175,12 @@ class Clients:
             or self.versions.get(call.scope)  # negotiated by the scope's initialize
         )
 
-    def link(self) -> None:
-        fresh, self.fresh = sorted(self.fresh, key=lambda u: u.start), []
-        _link(fresh, self.lineages)
+    def link(self, before: float = float("inf")) -> None:
+        """Link the units fed so far that began before ``before``, in the order they began."""
+        fresh = sorted(self.fresh, key=lambda u: u.start)
+        ready = [u for u in fresh if u.start < before]
+        self.fresh = fresh[len(ready) :]
+        _link(ready, self.lineages)
 
     def forget(self, before: float) -> None:
         """Drop linked units that ended before ``before``, and what only they used."""

@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from typing import IO, Any
 
-from mcp_blackbox.analyzer.analysis import Analysis
+from mcp_blackbox.analyzer.analysis import Analysis, CallStream
 from mcp_blackbox.analyzer.call_record import COLUMNS, call_record
 from mcp_blackbox.analyzer.classify import protocol_version
 from mcp_blackbox.analyzer.redact import redact_strings, redact_text, redact_url
@@ -36,7 +36,7 @@ class Tally:
         self.flags.update(record["flags"])
         return record
 
-    def summary(self, analysis: Analysis) -> dict[str, Any]:
+    def summary(self, analysis: Analysis | CallStream) -> dict[str, Any]:
         return {
             "flows_read": analysis.flows_read,
             "flows_analyzed": analysis.analyzed,
@@ -61,12 +61,14 @@ def summarize(analysis: Analysis, records: Iterable[dict[str, Any]]) -> dict[str
     return tally.summary(analysis)
 
 
-def iter_records(analysis: Analysis, *, redact: bool = True) -> Iterator[dict[str, Any]]:
-    """The calls' export records, built one at a time (``analysis.calls`` keeps them all).
+def iter_records(analysis: Analysis | CallStream, *, redact: bool = True) -> Iterator[dict[str, Any]]:
+    """The calls' export records, built one at a time (``analysis.calls`` keeps them all); from a
+    ``CallStream``, as its calls become final.
 
     Evidence and error messages quote what servers said, which may hold a token: redacted by default.
     """
-    for call in analysis.call_objects:
+    calls = analysis.call_objects if isinstance(analysis, Analysis) else analysis
+    for call in calls:
         record = call_record(call, protocol_version(call, analysis.facts))
         if redact:
             record["evidence"] = [redact_text(line) for line in record["evidence"]]
@@ -82,7 +84,8 @@ def iter_records(analysis: Analysis, *, redact: bool = True) -> Iterator[dict[st
         yield record
 
 
-def write_json(analysis: Analysis, out: IO[str], *, redact: bool = True) -> None:
+def write_json(analysis: Analysis | CallStream, out: IO[str], *, redact: bool = True) -> None:
+    """The whole export; from a ``CallStream``, each call written as it becomes final, the rest at the end."""
     tally = Tally()
     out.write('{"calls": [')
     for number, record in enumerate(iter_records(analysis, redact=redact)):
@@ -109,7 +112,7 @@ def _redacted_event(event: dict[str, Any]) -> dict[str, Any]:
     return {**event, "what": redact_text(event["what"])}
 
 
-def write_csv(analysis: Analysis, out: IO[str], *, redact: bool = True) -> None:
+def write_csv(analysis: Analysis | CallStream, out: IO[str], *, redact: bool = True) -> None:
     writer = csv.DictWriter(out, fieldnames=COLUMNS)
     writer.writeheader()
     for record in iter_records(analysis, redact=redact):

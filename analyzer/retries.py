@@ -245,13 +245,13 @@ class Retries:
 
     def take(self, calls: list[Call]) -> None:
         requests = [c for c in calls if c.request.kind == "request" and c.direction == C2S and c.request.facts]
+        self.history.index(requests)
         for call in requests:
+            # Groups are numbered in the order their first attempts started, whichever calls arrive together.
             if (group := _resumed_stream(call, f"r{self.count + 1}")) is not None:
                 self.count += 1
                 self.groups.append(group)
                 self.by_call[id(call)] = group
-        self.history.index(requests)
-        for call in requests:
             self._link(call)
             self.linked.append(call)
             if call.client is not None:
@@ -324,11 +324,9 @@ class Retries:
         they were made; their calls, and every other call linked before ``before``, leave the indexes."""
         while self.linked and self.linked[0].request.t < before:
             self._forget(self.linked.popleft())
-        done = [g for g in self.groups if g.members[-1].request.t < before]
-        if len(done) < len(self.groups):
-            self.groups = [g for g in self.groups if g.members[-1].request.t >= before]
-        else:
-            self.groups = []
+        # In the order they were made: a group waits for every earlier one (and its calls stay open).
+        settled = next((i for i, g in enumerate(self.groups) if g.members[-1].request.t >= before), len(self.groups))
+        done, self.groups = self.groups[:settled], self.groups[settled:]
         for group in done:
             _apply(group, self.facts)
             for member in group.members:

@@ -14,8 +14,8 @@ A benchmark, not a test: it prints numbers and PASS/MISS lines and exits 0 eithe
 2. Phases, each in a fresh Python process (as bench_analyzer.py: imports excluded from the times, peak
    RSS from ``VmHWM``), over the same files, read once beforehand into the page cache when they fit:
    - ``read``: ``mitmproxy.io.FlowReader(f).stream()`` over every file, every flow consumed;
-   - ``analyze``: ``analyze([DIR])`` then ``export.write_json`` into /dev/null: what
-     ``mcp-blackbox export DIR -o /dev/null`` does;
+   - ``analyze``: ``export.write_json`` of a ``CallStream`` over DIR (the default window) into /dev/null:
+     what ``mcp-blackbox export DIR -o /dev/null`` does, each call written once final;
    - ``report``: ``write_report([DIR], out.html)`` (the analysis again, then the details pass);
    then the report's size and its time to interactive in headless Chromium (median of 3 loads,
    ``report_timing.py``, shared with bench_report.py).
@@ -41,6 +41,8 @@ REPO = HERE.parents[1]
 sys.path[:0] = [str(HERE), str(REPO)]
 
 from bench_analyzer import mb, peak_rss_mb  # noqa: E402
+
+from mcp_blackbox.analyzer.analysis import DEFAULT_WINDOW  # noqa: E402
 
 RATIO_GOAL = 0.5
 RSS_GOAL_MB = 500.0
@@ -147,24 +149,22 @@ def phase_read(directory: Path, _: Path | None) -> dict[str, Any]:
 
 
 def phase_analyze(directory: Path, _: Path | None) -> dict[str, Any]:
+    """What ``mcp-blackbox export DIR -o /dev/null`` does: the calls written as they become final."""
     began = time.perf_counter()
-    from mcp_blackbox.analyzer import analyze
+    from mcp_blackbox.analyzer.analysis import DEFAULT_WINDOW, CallStream
     from mcp_blackbox.analyzer.export import write_json
 
     imported = time.perf_counter()
-    result = analyze([directory])
-    analyzed = time.perf_counter()
+    stream = CallStream([directory], window=DEFAULT_WINDOW)
     with open(os.devnull, "w", encoding="utf-8") as fp:
-        write_json(result, fp)
+        write_json(stream, fp)
     done = time.perf_counter()
     return {
         "import_s": imported - began,
         "seconds": done - imported,
-        "analyze_s": analyzed - imported,
-        "write_json_s": done - analyzed,
-        "calls": len(result.calls),
-        "flows_read": result.flows_read,
-        "skipped": len(result.skipped),
+        "calls": stream.call_count,
+        "flows_read": stream.flows_read,
+        "skipped": len(stream.skipped),
         **peak_rss_mb(),
     }
 
@@ -252,8 +252,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"analysis      FAILED: {result['error']}")
     else:
         print(
-            f"analysis      analyze() {result['analyze_s']:.1f} s + write_json() {result['write_json_s']:.1f} s "
-            f"= {result['seconds']:.1f} s = {flows / result['seconds']:,.0f} flows/s; peak RSS {mb(result['vmhwm_mb'])}"
+            f"analysis      export (window {DEFAULT_WINDOW:g} s, write_json) {result['seconds']:.1f} s "
+            f"= {flows / result['seconds']:,.0f} flows/s; peak RSS {mb(result['vmhwm_mb'])}"
         )
         counts = f"{result['calls']:,} calls, flows_read {result['flows_read']:,}, skipped {result['skipped']:,}"
         print(f"              {counts}")

@@ -1,0 +1,104 @@
+"""The windowed analysis (analysis.CallStream with a window) against the whole-capture one.
+
+Where nothing spans more than the window, the two must agree on every call, retry group and duplicate
+execution; and the windowed one must hold a window's calls, not the capture's, and write calls while
+it still reads.
+"""
+
+from __future__ import annotations
+
+import bisect
+import io
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mcp_blackbox.analyzer.analysis import NEAR, CallStream, analyze
+from mcp_blackbox.analyzer.cli import main
+from mcp_blackbox.analyzer.export import write_json
+from mcp_blackbox.analyzer.retries import RETRY_WINDOW
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+import synthetic_capture
+
+SAMPLES = sorted(str(p) for p in (Path(__file__).resolve().parents[2] / "sample_captures").glob("*.flows"))
+
+
+@pytest.fixture(scope="module")
+def capture(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """About an hour of four clients' traffic: sessions, retries after 503 and 429, cut and resumed
+    streams, errors, isError, malformed answers, timeouts with cancels."""
+    path = tmp_path_factory.mktemp("windowed") / "capture.flows"
+    with path.open("wb") as fo:
+        synthetic_capture.CaptureGenerator(6000, seed=11, clients=4).write(fo)
+    return path
+
+
+def exported(source: Any) -> dict[str, Any]:
+    out = io.StringIO()
+    write_json(source, out)
+    return json.loads(out.getvalue())
+
+
+def test_a_window_longer_than_every_flow_gives_the_whole_capture_answer(capture: Path) -> None:
+    whole = exported(analyze([capture]))
+    windowed = exported(CallStream([capture], window=300))
+    assert whole["summary"]["calls"] > 5000
+    # The capture spans many windows, and holds what the later stages link.
+    assert whole["calls"][-1]["t_start"] - whole["calls"][0]["t_start"] > 4 * 300
+    assert whole["retry_groups"] and whole["duplicate_executions"]
+    assert any(c["retry_origin"] == "transport-resume" for c in whole["calls"])
+    for section in whole:
+        assert windowed[section] == whole[section], section
+
+
+def test_a_windowed_analysis_holds_a_window_and_writes_while_it_reads(capture: Path) -> None:
+    window = 5.0
+    stream = CallStream([capture], window=window)
+    held, read_at_first_call = 0, None
+    for _ in stream:
+        if read_at_first_call is None:
+            read_at_first_call = stream.flows_read
+        held = max(held, len(stream._waiting) + len(stream._complete) + len(stream._linked))
+    assert read_at_first_call is not None and read_at_first_call < stream.flows_read / 2
+    # A call is held from its start until final: 4 windows, the retry window and NEAR after it, plus the
+    # round it waits for (an eighth of a window); a retried call also until its group's next attempt is
+    # final, which starts at most a window and the retry window later (the groups of this capture have at
+    # most one retry). No more than the calls that start within that long.
+    starts = sorted(c["t_start"] for c in exported(analyze([capture]))["calls"])
+    span = 5 * window + 2 * RETRY_WINDOW + NEAR + window / 8 + 1
+    most = max(bisect.bisect_left(starts, t + span) - i for i, t in enumerate(starts))
+    assert most < len(starts) / 2, "the capture must span more than what a call waits for"
+    assert held <= most, (held, most)
+
+
+def test_a_flow_open_longer_than_the_window_is_paired_late_not_lost(capture: Path) -> None:
+    """The documented limit: a resumed stream that stays open longer than the window arrives after its
+    call was judged. The call is still there, once, and so is every other."""
+    whole = exported(analyze([capture]))
+    narrow = exported(CallStream([capture], window=5))
+    # Calls judged late are numbered late: the same calls, not in the same order.
+    assert sorted(c["call_id"] for c in narrow["calls"]) == sorted(c["call_id"] for c in whole["calls"])
+    by_id = {c["call_id"]: c["outcome"] for c in whole["calls"]}
+    changed = [(by_id[c["call_id"]], c["outcome"]) for c in narrow["calls"] if by_id[c["call_id"]] != c["outcome"]]
+    assert ("TOOL_SUCCESS", "STREAM_INCOMPLETE") in changed, "a 5 s window misses what resumed streams carry later"
+
+
+def test_export_writes_the_same_with_the_default_window_and_without(capture: Path, tmp_path: Path) -> None:
+    default, whole = tmp_path / "default.json", tmp_path / "whole.json"
+    assert main(["export", str(capture), "-o", str(default)]) == 0
+    assert main(["export", str(capture), "--window", "0", "-o", str(whole)]) == 0
+    assert json.loads(default.read_text()) == json.loads(whole.read_text())
+
+
+def test_several_recordings_are_read_whole(tmp_path: Path) -> None:
+    """Sample captures were recorded one after another, not in the order of their names: a window over
+    them in that order would read older flows after newer ones."""
+    narrow, whole = tmp_path / "narrow.json", tmp_path / "whole.json"
+    assert main(["export", *SAMPLES, "--window", "1", "-o", str(narrow)]) == 0
+    assert main(["export", *SAMPLES, "--window", "0", "-o", str(whole)]) == 0
+    assert json.loads(narrow.read_text()) == json.loads(whole.read_text())
+    assert json.loads(whole.read_text())["summary"]["calls"] > 50
