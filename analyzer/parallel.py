@@ -43,7 +43,6 @@ SEGMENT_BYTES = 16_000_000  # a flow file larger than two of these is cut into r
 KEPT_STREAM_FIELDS = ("ended", "error", "dropped_bytes")  # what the analysis keeps of a stream record
 
 
-
 @dataclass(slots=True)
 class Decoded:
     """One exchange as the analysis's cross-exchange steps read it (analyzer/analysis.py).

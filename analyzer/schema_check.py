@@ -25,7 +25,6 @@ MAX_PROBLEMS = 5
 MAX_CHARS = 200  # per problem or reason: messages quote the offending value, which may be large
 
 
-
 @dataclass(frozen=True, slots=True)
 class SchemaCheck:
     problems: tuple[str, ...] = ()  # where the value breaks the schema, at most MAX_PROBLEMS

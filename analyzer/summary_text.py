@@ -13,7 +13,6 @@ from mcp_blackbox.analyzer.vocabulary import is_failure
 INDENT = "    "
 
 
-
 def summary_text(analysis: Analysis, width: int = 80) -> str:
     summary = summarize(analysis, analysis.calls)
     lines = wrap(
