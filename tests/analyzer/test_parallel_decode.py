@@ -21,8 +21,8 @@ from typing import Any
 
 import pytest
 
-from mcp_blackbox.analyzer import analysis as analysis_module
 from mcp_blackbox.analyzer import analyze, parallel
+from mcp_blackbox.analyzer import call_stream as call_stream_module
 from mcp_blackbox.analyzer.export import iter_records
 from tests.benchmarks import synthetic_capture
 
@@ -157,7 +157,7 @@ def test_sequential_where_it_does_not_pay(synthetic: Path, monkeypatch: pytest.M
     assert analyze([synthetic], keep_details=True).calls
     monkeypatch.setenv(parallel.WORKERS_ENV, "1")
     assert analyze([synthetic]).calls
-    assert analysis_module.decoded_exchanges is parallel.decoded_exchanges
+    assert call_stream_module.decoded_exchanges is parallel.decoded_exchanges
 
 
 def test_a_busy_machine_reads_in_one_process(monkeypatch: pytest.MonkeyPatch) -> None:

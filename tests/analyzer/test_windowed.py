@@ -10,13 +10,16 @@ from __future__ import annotations
 import bisect
 import io
 import json
+import random
 import sys
+import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from mcp_blackbox.analyzer.analysis import NEAR, CallStream, analyze
+from mcp_blackbox.analyzer.analysis import CallStream, analyze
+from mcp_blackbox.analyzer.call_stream import NEAR
 from mcp_blackbox.analyzer.cli import main
 from mcp_blackbox.analyzer.export import write_json
 from mcp_blackbox.analyzer.retries import RETRY_WINDOW
@@ -102,3 +105,94 @@ def test_several_recordings_are_read_whole(tmp_path: Path) -> None:
     assert main(["export", *SAMPLES, "--window", "0", "-o", str(whole)]) == 0
     assert json.loads(narrow.read_text()) == json.loads(whole.read_text())
     assert json.loads(whole.read_text())["summary"]["calls"] > 50
+
+
+def stretched(source: str, factor: float, start: float | None = None) -> list[Any]:
+    """The capture's flows with every time stretched ``factor`` times from its first (moved to ``start``),
+    the addon's stream record's included: longer flows, the same story."""
+    from mitmproxy import io as flow_io
+
+    with open(source, "rb") as fo:
+        flows = list(flow_io.FlowReader(fo).stream())
+    t0 = min(f.timestamp_created for f in flows)
+    to = t0 if start is None else start
+
+    def at(t: float) -> float:
+        return to + (t - t0) * factor
+
+    def scaled(obj: Any, *names: str) -> None:
+        for name in names:
+            if obj is not None and getattr(obj, name, None) is not None:
+                setattr(obj, name, at(getattr(obj, name)))
+
+    for f in flows:
+        scaled(f, "timestamp_created")
+        scaled(f.client_conn, "timestamp_start", "timestamp_tls_setup", "timestamp_end")
+        scaled(f.server_conn, "timestamp_start", "timestamp_tcp_setup", "timestamp_tls_setup", "timestamp_end")
+        scaled(f.request, "timestamp_start", "timestamp_end")
+        scaled(f.response, "timestamp_start", "timestamp_end")
+        scaled(f.error, "timestamp")
+        stream = (f.metadata.get("mcp_blackbox") or {}).get("stream")
+        if stream:
+            for name in ("started", "end_time"):
+                if stream.get(name) is not None:
+                    stream[name] = at(stream[name])
+            stream["event_times"] = [at(t) for t in stream.get("event_times") or []]
+            stream["chunks"] = [[at(t), size] for t, size in stream.get("chunks") or []]
+    return flows
+
+
+def written(flows: list[Any], target: Path) -> Path:
+    """The flows in one file as the recorder writes them: each when it ended."""
+    from mitmproxy import io as flow_io
+
+    def ended(f: Any) -> float:
+        stream = (f.metadata.get("mcp_blackbox") or {}).get("stream") or {}
+        ends = [f.error and f.error.timestamp, f.response and f.response.timestamp_end, stream.get("end_time")]
+        return max((t for t in ends if t), default=f.request.timestamp_start)
+
+    with target.open("wb") as fo:
+        writer = flow_io.FlowWriter(fo)
+        for f in sorted(flows, key=ended):
+            writer.add(f)
+    return target
+
+
+def test_an_http_sse_session_is_awaited_past_the_window(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """2024-11-05: every POST is answered on the session's event stream, which is written when the session
+    ends. While other traffic goes on, a window shorter than the session waits for that stream, and pairs
+    as the whole capture does."""
+    legacy = stretched(next(p for p in SAMPLES if "legacy-sse" in p), 200.0)
+    session_start = min(f.timestamp_created for f in legacy)
+    # The client keeps the session open, idle, for 200 s more before it closes the stream.
+    (stream,) = [f for f in legacy if f.request.method == "GET"]
+    record = stream.metadata["mcp_blackbox"]["stream"]
+    record["end_time"] += 200
+    for obj, name in (
+        (stream.response, "timestamp_end"),
+        (stream.error, "timestamp"),
+        (stream.client_conn, "timestamp_end"),
+    ):
+        if obj is not None and getattr(obj, name, None) is not None:
+            setattr(obj, name, getattr(obj, name) + 200)
+    # Stateless clients meanwhile and after: a 40 s run ten times, each flow under a new id.
+    ids = random.Random(7)
+    others = []
+    for run in range(10):
+        for f in stretched(next(p for p in SAMPLES if "2026-stateless" in p), 100.0, start=session_start + 45 * run):
+            f.id = str(uuid.UUID(int=ids.getrandbits(128), version=4))
+            others.append(f)
+    capture = written(legacy + others, tmp_path / "legacy-and-others.flows")
+    whole = exported(analyze([capture]))
+    # Longer than a call takes here (the slowest tool answers on the stream 32 s after its POST), and
+    # AWAIT_WINDOWS of it longer than the session (280 s); the other traffic goes on for 7 minutes.
+    window = 50.0
+    legacy_calls = [c for c in whole["calls"] if c["scope"].startswith("sse-session:")]
+    assert len(legacy_calls) == 6
+    assert {c["outcome"] for c in legacy_calls} == {"SUCCESS", "TOOL_SUCCESS", "ACCEPTED", "TOOL_ERROR"}
+    assert max(c["t_start"] for c in whole["calls"]) - session_start > 2 * window + 280
+    assert exported(CallStream([capture], window=window)) == whole
+    # What the wait does: without it the POSTs are judged before their answers arrive.
+    monkeypatch.setattr(CallStream, "_await", lambda self, exchange, extracted: None)
+    unawaited = exported(CallStream([capture], window=window))
+    assert any(c["outcome"] == "NO_RESPONSE" for c in unawaited["calls"] if c["scope"].startswith("sse-session:"))
