@@ -7,6 +7,7 @@ does not hold a second copy of it in memory.
 from __future__ import annotations
 
 import csv
+import functools
 import json
 from collections import Counter
 from collections.abc import Iterable, Iterator
@@ -16,6 +17,7 @@ from mcp_blackbox.analyzer.analysis import Analysis, CallStream
 from mcp_blackbox.analyzer.call_record import COLUMNS, call_record
 from mcp_blackbox.analyzer.classify import protocol_version
 from mcp_blackbox.analyzer.redact import redact_strings, redact_text, redact_url
+from mcp_blackbox.analyzer.vocabulary import Transport
 
 COUNTED = {"by_outcome": "outcome", "by_layer": "layer", "by_method": "method", "by_tool": "tool"}
 
@@ -71,7 +73,7 @@ def iter_records(analysis: Analysis | CallStream, *, redact: bool = True) -> Ite
     for call in calls:
         record = call_record(call, protocol_version(call, analysis.facts))
         if redact:
-            record["evidence"] = [redact_text(line) for line in record["evidence"]]
+            record["evidence"] = [_redacted_line(line) for line in record["evidence"]]
             for key in ("error_message", "reason", "result_excerpt"):
                 if record[key]:
                     record[key] = redact_text(record[key])
@@ -81,6 +83,11 @@ def iter_records(analysis: Analysis | CallStream, *, redact: bool = True) -> Ite
                 record["resource_uri"] = redact_url(record["resource_uri"])
             if record["client"]:
                 record["client"] = redact_strings(record["client"])
+            # A stdio server's command line may carry a key (--api-key ...): redacted as text.
+            stdio = record["carrier"] == Transport.STDIO
+            record["endpoint"] = (redact_text if stdio else redact_url)(record["endpoint"])
+            if record["stderr"]:  # a server's log may print a token
+                record["stderr"] = [{**line, "text": redact_text(line["text"])} for line in record["stderr"]]
         yield record
 
 
@@ -108,6 +115,10 @@ def write_json(analysis: Analysis | CallStream, out: IO[str], *, redact: bool = 
     out.write("}\n")
 
 
+# Most evidence lines ("POST /mcp", "HTTP 200", a tool's usual error) recur across calls: each is redacted once.
+_redacted_line = functools.lru_cache(maxsize=1 << 16)(redact_text)
+
+
 def _redacted_event(event: dict[str, Any]) -> dict[str, Any]:
     return {**event, "what": redact_text(event["what"])}
 
@@ -116,7 +127,7 @@ def write_csv(analysis: Analysis | CallStream, out: IO[str], *, redact: bool = T
     writer = csv.DictWriter(out, fieldnames=COLUMNS)
     writer.writeheader()
     for record in iter_records(analysis, redact=redact):
-        for key in ("flags", "exchanges", "evidence", "client", "ending"):
+        for key in ("flags", "exchanges", "evidence", "client", "ending", "stderr"):
             record[key] = json.dumps(record[key])
         writer.writerow({key: _encodable(value) for key, value in record.items()})
 

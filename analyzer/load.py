@@ -27,9 +27,12 @@ from mitmproxy.version import FLOW_FORMAT_VERSION
 from mcp_blackbox.analyzer.records import Exchange
 from mcp_blackbox.analyzer.stream_times import encoded_event_times
 from mcp_blackbox.analyzer.tnetstring_reader import (
+    ENCODED,
     FLOW_FIELDS,
+    Encoded,
     RecordCutShort,
     RecordError,
+    Want,
     decode,
     read_record,
     record_framed,
@@ -41,6 +44,16 @@ METADATA_KEY = "mcp_blackbox"
 RECORDED_FIELD = "_mcp_blackbox"
 # What the analysis reads of the addon's stream record (the per-chunk list is for the report).
 STREAM_FIELDS = ("ended", "error", "end_time", "event_times", "bytes", "dropped_bytes")
+# Without keep_all, what _exchange reads and no more (most of a record is connection details and headers'
+# bytes); the chunk times only an encoded stream needs are kept encoded until then.
+ANALYSIS_FIELDS: Want = {
+    **FLOW_FIELDS,
+    "request": dict.fromkeys(
+        ("method", "scheme", "host", "port", "path", "headers", "content", "timestamp_start"), True
+    ),
+    "response": dict.fromkeys(("status_code", "headers", "content", "timestamp_start", "timestamp_end"), True),
+    "metadata": {METADATA_KEY: {"stream": {**dict.fromkeys(STREAM_FIELDS, True), "chunks": ENCODED}}},
+}
 
 
 @dataclass
@@ -110,7 +123,7 @@ def _read_file(
             record = read_record(handle)
             if record is None:
                 return
-            state = _decode_flow(record)
+            state = _decode_flow(record, keep_all)
         except (ValueError, TypeError, IndexError, UnicodeDecodeError, RecursionError) as e:
             # RecursionError: values nested deeper than the decoder goes (a framed record, skipped below).
             if isinstance(e, RecordError) and not record_framed(record):
@@ -132,9 +145,9 @@ def _read_file(
             yield exchange
 
 
-def _decode_flow(record: bytes) -> Any:
+def _decode_flow(record: bytes, keep_all: bool) -> Any:
     """Only the fields the analyzer reads; an older format is decoded whole for mitmproxy to migrate."""
-    state = decode(record, FLOW_FIELDS)
+    state = decode(record, FLOW_FIELDS if keep_all else ANALYSIS_FIELDS)
     if isinstance(state, dict) and state.get("version") != FLOW_FORMAT_VERSION:
         state = decode(record)
     return state
@@ -418,5 +431,7 @@ def _exchange(state: dict[str, Any], source: str, index: int, keep_all: bool) ->
         coding = exchange.response_headers.get("content-encoding")
         if exchange.stream["event_times"] is None and coding and exchange.response_body:
             # The recorder could not split an encoded stream; its chunk times date the decoded events.
-            exchange.stream["event_times"] = encoded_event_times(exchange.response_body, coding, stream.get("chunks"))
+            chunks = stream.get("chunks")
+            chunks = decode(chunks) if isinstance(chunks, Encoded) else chunks
+            exchange.stream["event_times"] = encoded_event_times(exchange.response_body, coding, chunks)
     return exchange

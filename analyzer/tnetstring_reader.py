@@ -6,18 +6,25 @@ TLS details) can be stepped over without being parsed. mitmproxy's own reader
 parses everything and then builds Flow objects; the analyzer needs neither.
 
 A ``Want`` says what to decode: ``True`` decodes the whole value, a dict decodes
-only those keys of a dict value.
+only those keys of a dict value, ``ENCODED`` keeps the value as its bytes (an
+``Encoded``, decoded by ``decode`` if it is ever needed).
 """
 
 from __future__ import annotations
 
 import io
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Final, Literal
 
-Want = bool | dict[str, "Want"]
+ENCODED: Final = "encoded"
+Want = bool | Literal["encoded"] | dict[str, "Want"]
+
+
+class Encoded(bytes):
+    """A value kept as its tnetstring bytes: ``decode(value)`` reads it."""
+
 
 # The parts of a flow record (format 21) that the analyzer reads.
-FLOW_FIELDS: Want = {
+FLOW_FIELDS: dict[str, Want] = {
     "id": True,
     "type": True,
     "version": True,
@@ -110,48 +117,110 @@ def _bounds(buf: bytes, pos: int) -> tuple[int, int, int]:
     return start, end, buf[end]
 
 
+# The loops below read a length prefix inline rather than through _bounds: a flow record holds a few
+# hundred values (most of them header names and values), and a call per value was most of the time.
+
+
 def _value(buf: bytes, pos: int, want: Want) -> tuple[Any, int]:
     start, end, tag = _bounds(buf, pos)
     after = end + 1
     if tag == 0x7D:  # } dict
         return _dict(buf, start, end, want), after
     if tag == 0x5D:  # ] list
-        items = []
-        while start < end:
-            item, start = _value(buf, start, True)
-            items.append(item)
-        return items, after
+        return _list(buf, start, end), after
     if tag == 0x2C:  # , bytes
         return buf[start:end], after
+    return _scalar(buf, start, end, tag), after
+
+
+def _scalar(buf: bytes, start: int, end: int, tag: int) -> Any:
     if tag == 0x3B:  # ; text
-        return buf[start:end].decode("utf-8"), after
+        return buf[start:end].decode("utf-8")
     if tag == 0x23:  # # integer
-        return int(buf[start:end]), after
+        return int(buf[start:end])
     if tag == 0x5E:  # ^ float
-        return float(buf[start:end]), after
+        return float(buf[start:end])
     if tag == 0x21:  # ! boolean
         literal = buf[start:end]
         if literal not in (b"true", b"false"):
             raise RecordError(f"not a tnetstring: invalid boolean {literal!r}")
-        return literal == b"true", after
+        return literal == b"true"
     if tag == 0x7E:  # ~ null
         if start != end:
             raise RecordError("not a tnetstring: invalid null")
-        return None, after
+        return None
+    if tag == 0x2C:  # , bytes
+        return buf[start:end]
     raise RecordError(f"not a tnetstring: unknown type tag {tag!r}")
+
+
+def _list(buf: bytes, pos: int, end: int) -> list[Any]:
+    items: list[Any] = []
+    append, find = items.append, buf.find
+    while pos < end:
+        colon = find(b":", pos, pos + MAX_PREFIX + 1)
+        digits = buf[pos:colon]
+        if colon <= pos or not digits.isdigit():
+            raise RecordError(f"not a tnetstring: invalid length prefix at {pos}")
+        start = colon + 1
+        stop = start + int(digits)
+        if stop >= end:
+            raise RecordError(f"not a tnetstring: value at {pos} runs past its list")
+        tag = buf[stop]
+        if tag == 0x2C:  # bytes: a header's name or value
+            append(buf[start:stop])
+        elif tag == 0x5D:  # a header: [name, value]
+            append(_list(buf, start, stop))
+        elif tag == 0x7D:
+            append(_dict(buf, start, stop, True))
+        else:
+            append(_scalar(buf, start, stop, tag))
+        pos = stop + 1
+    if pos != end:
+        raise RecordError("not a tnetstring: list overruns its length")
+    return items
 
 
 def _dict(buf: bytes, pos: int, end: int, want: Want) -> dict[Any, Any]:
     result: dict[Any, Any] = {}
+    find = buf.find
     while pos < end:
-        key, pos = _value(buf, pos, True)
+        # The key: bytes or text, read inline.
+        colon = find(b":", pos, pos + MAX_PREFIX + 1)
+        digits = buf[pos:colon]
+        if colon <= pos or not digits.isdigit():
+            raise RecordError(f"not a tnetstring: invalid length prefix at {pos}")
+        start = colon + 1
+        stop = start + int(digits)
+        if stop >= end:
+            raise RecordError(f"not a tnetstring: value at {pos} runs past its dict")
+        tag = buf[stop]
+        key: Any = buf[start:stop] if tag == 0x2C else _scalar(buf, start, stop, tag)
+        pos = stop + 1
         name = key.decode("utf-8", "replace") if isinstance(key, bytes) else key
         wanted = want if want is True else want.get(name, False) if isinstance(want, dict) else False
-        if wanted is False:
-            _, skip_end, _ = _bounds(buf, pos)  # step over without parsing
-            pos = skip_end + 1
-        else:
-            result[key], pos = _value(buf, pos, wanted)
+        # The value: stepped over, or read.
+        colon = find(b":", pos, pos + MAX_PREFIX + 1)
+        digits = buf[pos:colon]
+        if colon <= pos or not digits.isdigit():
+            raise RecordError(f"not a tnetstring: invalid length prefix at {pos}")
+        start = colon + 1
+        stop = start + int(digits)
+        if stop >= end:
+            raise RecordError(f"not a tnetstring: value at {pos} runs past its dict")
+        if wanted == ENCODED:
+            result[key] = Encoded(buf[pos : stop + 1])
+        elif wanted is not False:
+            tag = buf[stop]
+            if tag == 0x7D:
+                result[key] = _dict(buf, start, stop, wanted)
+            elif tag == 0x5D:
+                result[key] = _list(buf, start, stop)
+            elif tag == 0x2C:
+                result[key] = buf[start:stop]
+            else:
+                result[key] = _scalar(buf, start, stop, tag)
+        pos = stop + 1
     if pos != end:
         raise RecordError("not a tnetstring: dict overruns its length")
     return result
