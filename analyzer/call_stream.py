@@ -59,8 +59,8 @@ class CallStream:
     Memory then depends on W and the rate of calls, not on the capture. What a window gives up: any other
     flow open longer than W (a resumed stream, a long tool call) is paired when it arrives, after calls
     that began later; client lineages and duplicate executions look back over the window, not the whole
-    capture. ``tests/analyzer/test_windowed.py``
-    requires the same calls, groups and duplicates as the whole-capture analysis where nothing spans more.
+    capture. ``tests/analyzer/test_windowed.py`` requires the same calls, groups and duplicates as the
+    whole-capture analysis where nothing spans more (docs/ARCHITECTURE.md, "The analysis as a stream").
 
     Counts, skips and read problems are in ``report``; the rest of what ``Analysis`` holds is filled as
     the stream is read, and whole once it is exhausted.
@@ -319,6 +319,8 @@ def _is_stream_event(message: Message) -> bool:
     """The refusal of a GET stream or a DELETE of the session (a 405 with id null, say): an event of that
     stream or session, not a call. A message on an open event stream is an answer like any other."""
     exchange = message.exchange
+    if exchange.stdio is not None:  # a line on stdout that is not JSON while no call waited (analyzer/stdio_load.py)
+        return message.kind == "invalid" and message.id is None
     refused = not exchange.ok or not exchange.is_event_stream
     return exchange.method in ("GET", "DELETE") and refused and message.kind in ("error", "invalid")
 
@@ -349,6 +351,8 @@ def _orphan_call(message: Message) -> Call:
 
 
 def _mcp_reason(exchange: Exchange, extracted: Extracted, known: set[str]) -> str | None:
+    if exchange.stdio is not None:  # a line between a client and the MCP server record --stdio ran
+        return "a stdio capture"
     methods = {m.method for m in extracted.messages if m.method is not None}
     # Answers alone (a client's reply to a server request) carry no method: JSON-RPC enough.
     if extracted.claims_jsonrpc and (not methods or any(is_mcp_method(m) for m in methods)):
