@@ -12,7 +12,7 @@ import re
 from typing import Any
 
 from mcp_blackbox.analyzer.records import C2S, Call, Exchange
-from mcp_blackbox.analyzer.vocabulary import Ending
+from mcp_blackbox.analyzer.vocabulary import Ending, Transport
 
 PROGRESS = "notifications/progress"
 # mitmproxy's words for an HTTP/2 RST_STREAM from either peer (it says "by client" for both).
@@ -50,6 +50,16 @@ def ending(call: Call) -> dict[str, Any] | None:
 def _how_it_ended(call: Call, exchange: Exchange) -> tuple[Ending, float | None, str | None]:
     if call.cancelled_at is not None:
         return Ending.CLIENT_CANCEL, call.cancelled_at, "notifications/cancelled"
+    session = getattr(exchange, "stdio", None)  # (tests hand in look-alikes of an Exchange)
+    if session is not None:  # a stdio server's run: its exit, its stdout closing, the client closing stdin
+        ended = session.end_after(call.request.t)
+        if ended is not None:
+            return ended
+        return (
+            Ending.CAPTURE_END,
+            max((m.t for m in call.notifications), default=call.request.t),
+            ("still open when the capture ended"),
+        )
     stream = exchange.stream or {}
     ended, error = stream.get("ended"), exchange.error or stream.get("error")
     at = exchange.t_end or exchange.t_error
@@ -89,11 +99,16 @@ def _ms(t: float | None, start: float) -> float | None:
     return None if t is None else round((t - start) * 1000, 3)
 
 
-def describe(anatomy: dict[str, Any]) -> str:
+def describe(anatomy: dict[str, Any], transport: str = Transport.HTTP) -> str:
     """The anatomy as one sentence, for the report's details and the Markdown summary."""
     parts = []
     reached = anatomy["reached_server_ms"]
-    parts.append("no response headers came back" if reached is None else f"response headers after {_seconds(reached)}")
+    if transport == Transport.STDIO:  # no headers: the line went to the server's stdin as it was written
+        parts.append("written to the server's stdin")
+    else:
+        parts.append(
+            "no response headers came back" if reached is None else f"response headers after {_seconds(reached)}"
+        )
     sent = anatomy["server_sent"]
     if sent["progress"] or sent["other_notifications"]:
         counted = ((sent["progress"], "progress"), (sent["other_notifications"], "other"))

@@ -44,7 +44,11 @@ COLUMNS = [
     "protocol_version",
     "evidence",
     "source",
+    "carrier",
+    "endpoint",
+    "stderr",
 ]
+STDERR_LIMIT = 50  # stderr lines a call's record carries (the first ones: an exception's start is there)
 
 
 def call_record(call: Call, version: str | None) -> dict[str, Any]:
@@ -88,7 +92,18 @@ def call_record(call: Call, version: str | None) -> dict[str, Any]:
         "protocol_version": version,
         "evidence": list(call.evidence),
         "source": exchange.source,
+        "carrier": exchange.transport,  # http or stdio
+        "endpoint": exchange.endpoint,  # the URL without its query, or stdio://<the server's command>
+        "stderr": _stderr(call),
     }
+
+
+def _stderr(call: Call) -> list[dict[str, Any]] | None:
+    """A stdio call's stderr lines (analyzer/stdio_calls.py): when each was read, and its text (the first
+    500 characters); null for an HTTP call."""
+    if call.exchange.stdio is None:
+        return None
+    return [{"t": line.t, "text": line.text} for line in call.stderr[:STDERR_LIMIT]]
 
 
 def _result_excerpt(call: Call) -> str | None:

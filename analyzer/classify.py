@@ -12,9 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from mcp_blackbox.analyzer.records import Call, Exchange, Message
+from mcp_blackbox.analyzer.records import C2S, Call, Exchange, Message
 from mcp_blackbox.analyzer.schema_check import SchemaCheck, check_structured_content
 from mcp_blackbox.analyzer.slim import MISSING, OMITTED, ResultShape, interned, json_kind
+from mcp_blackbox.analyzer.stdio_calls import exception_in, stderr_of
 from mcp_blackbox.analyzer.vocabulary import Flag, Layer, Outcome
 
 MODERN = "2026-07-28"
@@ -55,6 +56,8 @@ class Verdict:
 
 
 def apply_verdict(call: Call, facts: CaptureFacts) -> None:
+    if call.exchange.stdio is not None:
+        call.stderr = stderr_of(call)  # before the verdict, which reads them (STDERR_DURING_CALL)
     verdict = classify_call(call, facts)
     call.outcome, call.layer = verdict.outcome, verdict.layer
     # Most evidence lines ("HTTP 200", "POST /mcp") recur across calls: one copy of each.
@@ -71,6 +74,8 @@ def protocol_version(call: Call, facts: CaptureFacts) -> str | None:
 
 def classify_call(call: Call, facts: CaptureFacts) -> Verdict:
     exchange = call.exchange
+    if exchange.stdio is not None:
+        return _classify_stdio(call, facts)
     evidence = [f"{exchange.method} {exchange.path}"]
     if call.request.kind == "notification":
         return _classify_notification(exchange, evidence)
@@ -113,9 +118,13 @@ def _classify_request(call: Call, facts: CaptureFacts, evidence: list[str]) -> V
         return Verdict(Outcome.STREAM_INCOMPLETE, evidence)
     if answer is None:
         return _classify_unanswered(call, facts, evidence)
+    return _classify_answer(call, answer, facts, evidence, _answer_flags(call, answer, evidence))
 
+
+def _classify_answer(
+    call: Call, answer: Message, facts: CaptureFacts, evidence: list[str], flags: list[Flag]
+) -> Verdict:
     # Protocol: JSON, a JSON-RPC response, not an error.
-    flags = _answer_flags(call, answer, evidence)
     if answer.kind == "invalid":
         if answer.problem and answer.problem.startswith("not JSON"):
             evidence.append(f"response is {answer.problem}")
@@ -331,3 +340,83 @@ def _success_flags(call: Call, result: ResultShape, facts: CaptureFacts, evidenc
         if check.unchecked is not None:
             evidence.append(f"structuredContent not checked against the outputSchema: {check.unchecked}")
     return flags
+
+
+# ---------------------------------------------------------------------------- stdio (analyzer/stdio_load.py)
+
+
+def _classify_stdio(call: Call, facts: CaptureFacts) -> Verdict:
+    """A call over a stdio server's pipes: no HTTP, so no status; the transport fails when the server died
+    or the client closed its stdin before the answer, and a line on stdout that is not JSON breaks the call
+    that was waiting (the loader puts it on that call's stdin exchange)."""
+    exchange, session = call.exchange, call.exchange.stdio
+    assert session is not None
+    client = call.direction == C2S
+    where = "the server's stdin" if client else "the server's stdout"
+    evidence = [f"stdio: {call.request.kind} on {where} ({session.command_text})"]
+    if call.request.kind == "notification":
+        evidence.append("notification written to the server")
+        return Verdict(Outcome.ACCEPTED, evidence)
+    # Lines that broke the call (not JSON) are on its own exchange; answers arrive on stdout lines of their own.
+    broken = [m for m in call.responses if m.exchange is exchange and m.kind == "invalid"]
+    answers = [m for m in call.responses if m not in broken]
+    answer = _final_answer_of(call, answers, evidence)
+    if broken:
+        evidence.append(f"a line on stdout while the call waited is {broken[0].problem}")
+        if len(broken) > 1:
+            evidence.append(f"{len(broken)} such lines during the call")
+        if answer is not None:
+            late = (answer.t - broken[0].t) * 1000
+            evidence.append(
+                f"its answer ({answer.kind}) followed {late:.0f} ms later: a client that skips a bad line got it, "
+                "one that stops at it did not"
+            )
+        else:
+            evidence.append(_stdio_end(call, "no answer followed"))
+        return _after_cancel(call, Verdict(Outcome.MALFORMED_JSON, evidence))
+    if answer is None:
+        if call.stray:
+            stray = call.stray[0]
+            evidence.append(f"response id {stray.id!r} does not match request id {call.request.id!r}")
+            return Verdict(Outcome.INVALID_ENVELOPE, evidence)
+        answered_on = "stdout" if client else "stdin"
+        return _after_cancel(
+            call, Verdict(Outcome.NO_RESPONSE, [*evidence, _stdio_end(call, f"no answer on {answered_on}")])
+        )
+    flags: list[Flag] = []
+    if answer.problem and answer.problem.startswith("cut in the capture"):
+        evidence.append(f"the answer's line was {answer.problem}: the client got it whole; judged on its head")
+        flags.append(Flag.TRUNCATED_IN_CAPTURE)
+    verdict = _after_cancel(call, _classify_answer(call, answer, facts, evidence, flags))
+    if verdict.outcome in (Outcome.SUCCESS, Outcome.TOOL_SUCCESS) and (shown := exception_in(call.stderr)):
+        after = (shown.t_first - call.request.t) * 1000
+        verdict.evidence.append(
+            f"stderr {after:.0f} ms after the request shows an exception: {shown.text[:120]!r} "
+            f"({len(call.stderr)} stderr line(s) during the call)"
+        )
+        verdict.flags.append(Flag.STDERR_DURING_CALL)
+    return verdict
+
+
+def _final_answer_of(call: Call, answers: list[Message], evidence: list[str]) -> Message | None:
+    answers = [m for m in answers if m.kind in ("result", "error", "invalid")]
+    if len(answers) > 1:
+        call.flags.append(Flag.DUPLICATE_RESPONSE)  # type: ignore[union-attr]
+        evidence.append(f"{len(answers)} responses to one request; the first counts")
+    return answers[0] if answers else None
+
+
+def _stdio_end(call: Call, what: str) -> str:
+    """How the session ended for a call without an answer: "no answer on stdout: the server exited ..."."""
+    session = call.exchange.stdio
+    assert session is not None
+    ended = session.end_after(call.request.t)
+    if ended is None:
+        return f"{what}: still waiting when the capture ended"
+    _, at, words = ended
+    after = at - call.request.t
+    return (
+        f"{what}: {words} {after * 1000:.0f} ms after the request"
+        if after < 1
+        else f"{what}: {words} {after:.2f} s after the request"
+    )

@@ -1,4 +1,5 @@
-"""Capture arguments as files: a directory is its ``*.flows`` files, a quoted glob its matches, both by name.
+"""Capture arguments as files: a directory is its ``*.flows`` (and stdio ``*.stdio.jsonl``) files, a quoted
+glob its matches, both by name.
 
 A recorder that rotates its files (``mcp-blackbox record --rotate-size``, the addon's ``mcp_write``)
 leaves a directory of ``mcp-<UTC start>-<n>.flows`` files; given the directory, or a glob of them, the
@@ -14,6 +15,8 @@ import os
 import re
 from collections.abc import Iterable
 from pathlib import Path
+
+from mcp_blackbox.addon.stdio_capture import SUFFIX as STDIO_SUFFIX  # a stdio capture (analyzer/stdio_load.py)
 
 CAPTURE_SUFFIX = ".flows"
 # A file the recorder rotated: mcp-<UTC start>-<n>.flows (addon/rotation.py names them).
@@ -46,10 +49,10 @@ def expand_captures(arguments: Iterable[str | os.PathLike[str]]) -> list[str]:
 
 
 def directory_captures(directory: Path) -> list[str]:
-    """The directory's ``*.flows`` files (not its subdirectories'), sorted by name."""
+    """The directory's ``*.flows`` and ``*.stdio.jsonl`` files (not its subdirectories'), sorted by name."""
     names = sorted(
         entry.name
         for entry in os.scandir(directory)
-        if entry.name.endswith(CAPTURE_SUFFIX) and not entry.name.startswith(".") and entry.is_file()
+        if entry.name.endswith((CAPTURE_SUFFIX, STDIO_SUFFIX)) and not entry.name.startswith(".") and entry.is_file()
     )
     return [str(directory / name) for name in names]

@@ -22,6 +22,8 @@ CANCELLED = "notifications/cancelled"
 
 def scope_of(exchange: Exchange, legacy_streams: dict[str, str]) -> str:
     # Interned: every exchange of a session shares one copy.
+    if exchange.stdio is not None:  # a stdio server's run (analyzer/stdio_load.py)
+        return exchange.stdio.scope
     if session := exchange.session_id:
         return sys.intern(f"session:{session}")
     if session := exchange.legacy_session:

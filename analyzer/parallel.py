@@ -81,6 +81,9 @@ def decode_exchange(exchange: Exchange, keep_details: bool) -> Decoded:
 def decoded_exchanges(files: Sequence[str], report: LoadReport, *, keep_details: bool = False) -> Iterator[Decoded]:
     """Every exchange of the files (already expanded: analyzer/inputs.py), in order, decoded; in worker
     processes when that pays, with the same results and the same ``report``."""
+    if any(_is_stdio(path) for path in files):  # stdio captures (analyzer/stdio_load.py) among them
+        yield from _with_stdio(files, report, keep_details)
+        return
     segments, workers = None, 1
     # The size first: counting idle CPUs takes a tenth of a second.
     if not keep_details and _total_size(files) >= MIN_BYTES and (workers := worker_count()) > 1:
@@ -90,6 +93,28 @@ def decoded_exchanges(files: Sequence[str], report: LoadReport, *, keep_details:
             yield decode_exchange(exchange, keep_details)
         return
     yield from _in_workers(segments, report, min(workers, len(segments)))
+
+
+def _is_stdio(path: str) -> bool:
+    from mcp_blackbox.analyzer.stdio_load import is_stdio_capture  # it imports this module
+
+    return is_stdio_capture(path)
+
+
+def _with_stdio(files: Sequence[str], report: LoadReport, keep_details: bool) -> Iterator[Decoded]:
+    """Each stdio capture through its own reader, the flow files between them as before, in the files' order."""
+    from mcp_blackbox.analyzer.stdio_load import stdio_decoded
+
+    flows: list[str] = []
+    for path in [*files, None]:
+        if path is not None and not _is_stdio(path):
+            flows.append(path)
+            continue
+        if flows:
+            yield from decoded_exchanges(flows, report, keep_details=keep_details)
+            flows = []
+        if path is not None:
+            yield from stdio_decoded(path, report, keep_details=keep_details)
 
 
 def worker_count() -> int:

@@ -13,15 +13,18 @@ from urllib.parse import parse_qsl
 
 from mcp_blackbox.analyzer.call_ids import flow_key
 from mcp_blackbox.analyzer.slim import RequestFacts, ResultShape, reference
-from mcp_blackbox.analyzer.vocabulary import Confidence, Flag, Layer, Outcome, RetryOrigin
+from mcp_blackbox.analyzer.vocabulary import Confidence, Flag, Layer, Outcome, RetryOrigin, Transport
 
 if TYPE_CHECKING:
     from mcp_blackbox.analyzer.clients import ClientIdentity
+    from mcp_blackbox.analyzer.stdio_calls import StderrLine, StdioSession
 
 NO_QUERY: Mapping[str, str] = MappingProxyType({})
 
 C2S = "client->server"
 S2C = "server->client"
+# The endpoint of an exchange read from a stdio capture: stdio://<the server's command> (analyzer/stdio_load.py).
+STDIO_SCHEME = "stdio://"
 
 
 @dataclass(slots=True)
@@ -52,10 +55,17 @@ class Exchange:
     sse_retry: int | None = None  # the last `retry:` (ms) its event stream carried
     client_addr: str | None = None  # "address:port" the client connected from
     error_text: str | None = None  # an HTTP error's body, whitespace folded, cut (analyzer.extract.error_text)
+    stdio: StdioSession | None = None  # the session of a line read from a stdio capture (analyzer/stdio_load.py)
+
+    @property
+    def transport(self) -> Transport:
+        return Transport.STDIO if self.stdio is not None else Transport.HTTP
 
     @property
     def server(self) -> str:
-        """scheme://host:port: where the request went."""
+        """scheme://host:port: where the request went; a stdio server's command."""
+        if self.stdio is not None:
+            return self.endpoint
         return self.endpoint[: self.endpoint.find("/", self.endpoint.find("//") + 2)] if "//" in self.endpoint else ""
 
     @property
@@ -157,6 +167,7 @@ class Call:
     retry_confidence: Confidence | None = None
     client: ClientIdentity | None = None  # who sent it (analyzer/clients.py), shared by its session's calls
     cancelled_at: float | None = None  # when the client sent notifications/cancelled for it
+    stderr: tuple[StderrLine, ...] = ()  # a stdio server's stderr lines written during it (analyzer/stdio_calls.py)
 
     @property
     def call_id(self) -> str:

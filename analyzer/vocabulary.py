@@ -119,6 +119,7 @@ class Flag(StrEnum):
     DUPLICATE_EXECUTION = "DUPLICATE_EXECUTION"
     RETRY_AFTER_IGNORED = "RETRY_AFTER_IGNORED"
     TRUNCATED_IN_CAPTURE = "TRUNCATED_IN_CAPTURE"
+    STDERR_DURING_CALL = "STDERR_DURING_CALL"
 
     @property
     def description(self) -> str:
@@ -146,6 +147,10 @@ _FLAG_DESCRIPTIONS: dict[Flag, str] = {
     Flag.TRUNCATED_IN_CAPTURE: (
         "The stream was longer than the recorder keeps (mcp_stream_max_body): the client got every byte, the "
         "capture holds its head and its tail. A capture's limit, not a transport failure."
+    ),
+    Flag.STDERR_DURING_CALL: (
+        "A stdio server's stderr shows an exception or a traceback written during a call that returned success "
+        "or an empty result: a swallowed exception."
     ),
 }
 
@@ -230,6 +235,13 @@ _SAFETY_DESCRIPTIONS: dict[Safety, str] = {
     Safety.DO_NOT_REPLAY: "Replayed after a malformed answer: the server answered, so it ran.",
     Safety.DEPENDS_ON_TOOL: "The tool ran and reported an error; repeating it depends on what it does.",
 }
+
+
+class Transport(StrEnum):
+    """What carried a call: an HTTP exchange (through the proxy) or a stdio server's pipes (``record --stdio``)."""
+
+    HTTP = "http"
+    STDIO = "stdio"
 
 
 class Ending(StrEnum):

@@ -6,6 +6,7 @@ Tools:
 - ``echo(text)``: the text back;
 - ``big(size)``: a text result of ``size`` characters (a line of several MB on stdout);
 - ``swallow()``: catches its own exception, logs the traceback to stderr and returns an empty success;
+- ``chatty(text)``: logs an info line to stderr (no exception: a look-alike of ``swallow``) and echoes the text;
 - ``crash(how)``: dies mid-call: ``exit`` (os._exit(3)) or ``signal`` (SIGKILL to itself), after a line on stderr.
 
 ``--banner`` prints a line to stdout before serving, the mistake of a server that greets on stdout: the
@@ -48,6 +49,12 @@ def build() -> MCPServer:
         except OSError:
             logger.exception("could not read the settings")
             return ""
+
+    @mcp.tool(structured_output=False)
+    def chatty(text: str) -> str:
+        """Log what is done on stderr, as servers do, and return the text."""
+        print(f"INFO chatty: echoing {len(text)} characters, no errors", file=sys.stderr, flush=True)
+        return text
 
     @mcp.tool(structured_output=False)
     def crash(how: str = "exit") -> str:

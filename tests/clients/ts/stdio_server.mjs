@@ -8,6 +8,7 @@
 //   echo {text}       the text back
 //   big {size}        a text result of `size` characters (a line of several MB on stdout)
 //   log_to_stdout {}  console.log()s a line (stdout: the protocol's channel, the classic mistake), then answers
+//   chatty {text}     console.error()s an info line (no exception: a look-alike of swallow), returns the text
 //   swallow {}        catches its own error, console.error()s the stack, returns an empty success
 //   crash {how}       dies mid-call: "exit" (process.exit(3)) or "signal" (SIGKILL to itself)
 
@@ -23,6 +24,7 @@ const TOOLS = [
     { name: 'big', props: { size: { type: 'integer' } }, required: ['size'] },
     { name: 'log_to_stdout', props: {}, required: [] },
     { name: 'swallow', props: {}, required: [] },
+    { name: 'chatty', props: { text: { type: 'string' } }, required: ['text'] },
     { name: 'crash', props: { how: { type: 'string' } }, required: [] }
 ].map(({ name, props, required }) => ({
     name,
@@ -46,6 +48,9 @@ server.setRequestHandler(CallToolRequestSchema, async request => {
         case 'log_to_stdout':
             console.log('handling log_to_stdout');
             return text('done');
+        case 'chatty':
+            console.error(`info chatty: echoing ${String(args.text).length} characters, no errors`);
+            return text(String(args.text));
         case 'swallow':
             try {
                 return text(readFileSync('/nonexistent/settings.json', 'utf8'));
