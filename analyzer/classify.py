@@ -15,7 +15,7 @@ from typing import Any
 from mcp_blackbox.analyzer.records import C2S, Call, Exchange, Message
 from mcp_blackbox.analyzer.schema_check import SchemaCheck, check_structured_content
 from mcp_blackbox.analyzer.slim import MISSING, OMITTED, ResultShape, interned, json_kind
-from mcp_blackbox.analyzer.stdio_calls import exception_in, stderr_of
+from mcp_blackbox.analyzer.stdio_calls import exception_in, short_command, stderr_of
 from mcp_blackbox.analyzer.vocabulary import Flag, Layer, Outcome
 
 MODERN = "2026-07-28"
@@ -353,7 +353,7 @@ def _classify_stdio(call: Call, facts: CaptureFacts) -> Verdict:
     assert session is not None
     client = call.direction == C2S
     where = "the server's stdin" if client else "the server's stdout"
-    evidence = [f"stdio: {call.request.kind} on {where} ({session.command_text})"]
+    evidence = [f"stdio: {call.request.kind} on {where} ({short_command(session.command_text)})"]
     if call.request.kind == "notification":
         evidence.append("notification written to the server")
         return Verdict(Outcome.ACCEPTED, evidence)

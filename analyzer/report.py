@@ -35,10 +35,12 @@ from mcp_blackbox.analyzer.anatomy import describe, ending
 from mcp_blackbox.analyzer.call_record import reason
 from mcp_blackbox.analyzer.captured import captured_facts
 from mcp_blackbox.analyzer.extract import decode_body
+from mcp_blackbox.analyzer.inputs import expand_captures
 from mcp_blackbox.analyzer.load import LoadReport, read_exchanges
 from mcp_blackbox.analyzer.records import Call, Exchange
 from mcp_blackbox.analyzer.redact import redact_headers, redact_strings, redact_text, redact_url
 from mcp_blackbox.analyzer.retries import RetryGroup
+from mcp_blackbox.analyzer.stdio_load import is_stdio_capture, stdio_exchanges
 from mcp_blackbox.analyzer.vocabulary import Flag, Outcome, Safety, is_failure, vocabulary_data
 
 DETAIL_LIMIT = 3000  # calls whose bytes the report carries (failures and retries first)
@@ -54,7 +56,7 @@ AGGREGATE_COLUMNS = [
 ]  # fmt: skip
 BODY_LIMIT = 16_384  # characters of one body shown
 TICK_LIMIT = 50  # SSE event ticks drawn per call
-LANE_KINDS = {"connection": "conn", "sse-session": "sse"}  # short names in the timeline's lane labels
+LANE_KINDS = {"connection": "conn", "sse-session": "sse", "stdio": "stdio"}  # short names in the timeline's lane labels
 LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 # A row per call. t0: microseconds after the previous row's t0 (the first row's: after the first call), dur:
 # microseconds; group: index into ``groups``; client: index into ``clients``; STRING_COLUMNS: index into
@@ -62,9 +64,10 @@ LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 # place in its group's members).
 COLUMNS = [
     "id", "lane", "method", "tool", "rpc_id", "outcome", "status", "flags", "t0", "dur",
-    "group", "origin", "confidence", "source", "verdict", "error_code", "client",
+    "group", "origin", "confidence", "source", "verdict", "error_code", "client", "carrier",
 ]  # fmt: skip
-STRING_COLUMNS = ["method", "tool", "outcome", "flags", "origin", "confidence", "verdict"]
+STRING_COLUMNS = ["method", "tool", "outcome", "flags", "origin", "confidence", "verdict", "carrier"]
+STDERR_SHOWN = 200  # stderr lines of one call carried in its details (the timeline ticks them all, up to TICK_LIMIT)
 # A retry chain: members are row indices; origin, confidence, final_outcome, safety and each evidence line are
 # indices into ``strings``; total_us in microseconds; failure_retry and may_have_run_twice 0 or 1.
 GROUP_COLUMNS = [
@@ -163,6 +166,8 @@ def build_report(
         "aggregates": aggregates,
         # [row, then each SSE event's time in microseconds after the call's start]
         "ticks": [[n, *ticks] for n, c in enumerate(calls) if (ticks := _ticks(c))],
+        # [row, then each stderr line's time (a stdio server's, written during the call), the same way]
+        "stderr_ticks": [[n, *ticks] for n, c in enumerate(calls) if (ticks := _stderr_ticks(c))],
         "group_columns": GROUP_COLUMNS,
         "groups": [_group(g, row_of, table) for g in analysis.retry_groups],
         "details": details,
@@ -253,6 +258,8 @@ def _lane_label(lane: str, address: str | None) -> str:
     kind, _, name = lane.partition(":")
     if kind == "connection" and address:
         return f"conn {address}"
+    if kind == "stdio":  # stdio:<capture file>:<pid>
+        return f"stdio pid {name.rpartition(':')[2]}"
     return f"{LANE_KINDS.get(kind, kind)} {name[:8]}"
 
 
@@ -285,7 +292,7 @@ def _anatomies(calls: list[Call], redact: bool, table: StringTable) -> list[list
         anatomy = ending(call)
         if anatomy is None:
             continue
-        sentence, detail = describe(anatomy), anatomy["detail"]
+        sentence, detail = describe(anatomy, call.exchange.transport), anatomy["detail"]
         if redact:  # the detail quotes the proxy's or the stream's own words
             detail = redact_text(detail) if detail else detail
             sentence = redact_text(sentence)
@@ -318,7 +325,7 @@ def _row(
         s(" ".join(call.flags)), round((call.request.t - origin) * 1e6), round(max(0.0, end - call.request.t) * 1e6),
         group_index.get(call.retry_group) if call.retry_group else None, s(call.retry_origin),
         s(call.retry_confidence), paths.index(exchange.source) if exchange.source in paths else 0,
-        s(text(reason(call, ending(call)))), call.error_code, client,
+        s(text(reason(call, ending(call)))), call.error_code, client, s(exchange.transport),
     ]  # fmt: skip
 
 
@@ -328,6 +335,10 @@ def _clients(calls: list[Call], clients: dict[str, int], redact: bool) -> list[d
     records = [by_unit[unit].record() for unit in clients]
     # A User-Agent or clientInfo is the client's own text: redacted like the export's.
     return [redact_strings(record) for record in records] if redact else records
+
+
+def _stderr_ticks(call: Call) -> list[int]:
+    return [round((line.t - call.request.t) * 1e6) for line in call.stderr[:TICK_LIMIT]]
 
 
 def _ticks(call: Call) -> list[int]:
@@ -345,15 +356,55 @@ def _details(paths: list[str], chosen: dict[str, Call], origin: float, redact: b
     wanted = {e.flow_id for call in chosen.values() for e in call.exchanges}
     exchanges: dict[str, dict[str, Any]] = {}
     # A second pass over the files for the chosen flows only: the analysis kept no bodies.
-    for exchange in read_exchanges(paths, LoadReport(), keep_all=True):
+    stdio = [path for path in expand_captures(paths) if is_stdio_capture(path)]
+    flows = [path for path in paths if path not in stdio]
+    for exchange in read_exchanges(flows, LoadReport(), keep_all=True):
         if exchange.flow_id in wanted:
             exchanges[exchange.flow_id] = _exchange_detail(exchange, origin, redact)
+    if any(call.stderr or call.exchange.stdio is not None for call in chosen.values()):
+        for path in stdio:
+            for exchange in stdio_exchanges(path):
+                if exchange.flow_id in wanted:
+                    exchanges[exchange.flow_id] = _stdio_detail(exchange, origin, redact)
+    clean = redact_text if redact else (lambda s: s)
     return {
         call_id: {
             "evidence": [redact_text(e) if redact else e for e in call.evidence],
             "exchanges": [exchanges[e.flow_id] for e in call.exchanges if e.flow_id in exchanges],
+            # A stdio server's stderr lines written during the call: its own text, untrusted like any other.
+            "stderr": [
+                {"t": round((line.t - origin) * 1000, 3), "text": clean(line.text)}
+                for line in call.stderr[:STDERR_SHOWN]
+            ],
         }
         for call_id, call in chosen.items()
+    }
+
+
+def _stdio_detail(exchange: Exchange, origin: float, redact: bool) -> dict[str, Any]:
+    """A line of a stdio capture, in the shape of an exchange's detail: the line is the "request" body whichever
+    way it went, and ``stdio`` says which (the page draws it as a line, not as an HTTP request)."""
+    clean_text = redact_text if redact else (lambda s: s)
+    facts = (exchange.stream or {}).get("stdio_line") or {}
+    body = exchange.request_body if exchange.request_body is not None else exchange.response_body
+    command = exchange.stdio.command_text if exchange.stdio is not None else exchange.path
+    return {
+        "flow": exchange.flow_id,
+        "t": round((exchange.t_request - origin) * 1000, 3),
+        "request": {
+            "line": f"{exchange.method} {clean_text(command)}",
+            "headers": {},
+            "body": _shown(clean_text((body or b"").decode("utf-8", "replace"))),
+        },
+        "response": None,
+        "error": exchange.error,
+        "stream": {"ended": None, "error": None, "bytes": facts.get("bytes"), "dropped_bytes": None},
+        "stdio": {
+            "stream": facts.get("stream"),
+            "bytes": facts.get("bytes"),
+            "truncated": facts.get("truncated", False),
+            "not_utf8": facts.get("not_utf8", False),
+        },
     }
 
 
@@ -430,7 +481,11 @@ def _meta(analysis: Analysis, paths: list[str], origin: float, redact: bool) -> 
         ],
         # A refused GET stream or DELETE: said once in the header, neither a call nor a failure.
         "stream_events": [
-            (redact_text if redact else str)(f"{e['method']} {e['path']} (HTTP {e['status']}): {e['what']}")
+            (redact_text if redact else str)(
+                f"{e['method']} {e['path']}"
+                + (f" (HTTP {e['status']})" if e["status"] is not None else "")
+                + f": {e['what']}"
+            )
             for e in analysis.stream_events[:20]
         ],
         "retry_groups": len(groups),

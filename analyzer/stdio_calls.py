@@ -99,6 +99,9 @@ class StdioSession:
         at, _, how, words = min(ends)
         if how is Ending.SERVER_CUT and self.exit_t is not None and self.exit_t <= at + SKEW and self.exit_t >= t:
             words = self.exit_words()  # stdout closed as the process died: say how it died
+        elif how is Ending.CLIENT_CLOSE and self.exit_t is not None and self.exit_t > at:
+            # A client that pipes its requests closes stdin and still reads: what the server did next is said too.
+            words += f", then {self.exit_words()} {_ms(self.exit_t - at)} later"
         return how, at, words
 
     def lines_between(self, start: float, end: float) -> list[StderrLine]:
@@ -110,6 +113,16 @@ class StdioSession:
     def next_request_after(self, t: float) -> float | None:
         n = bisect.bisect_right(self.request_times, t)
         return self.request_times[n] if n < len(self.request_times) else None
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1000:.0f} ms" if seconds < 1 else f"{seconds:.2f} s"
+
+
+def short_command(text: str, limit: int = 100) -> str:
+    """A command line for an evidence line: its first line, at most ``limit`` characters."""
+    first = text.split("\n", 1)[0]
+    return first if len(first) <= limit and first == text else first[: limit - 1] + "…"
 
 
 def stderr_of(call: Call) -> tuple[StderrLine, ...]:

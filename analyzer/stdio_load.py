@@ -43,6 +43,7 @@ from mcp_blackbox.analyzer.records import C2S, S2C, STDIO_SCHEME, Exchange, Mess
 from mcp_blackbox.analyzer.slim import MISSING, OMITTED, ResultShape
 from mcp_blackbox.analyzer.stdio_calls import KEPT_CHARS, StderrLine, StdioSession
 
+TIE_STEP = 1e-6  # seconds between lines of one pipe that one read brought (see _Reader.read)
 STDIN_METHOD = "STDIN"
 STDOUT_METHOD = "STDOUT"
 # What a cut answer's head tells: its id when written before the result (the Python SDK writes
@@ -60,6 +61,7 @@ def is_stdio_capture(path: str) -> bool:
 class _Line:
     record: dict[str, Any]
     order: int  # the record's place in the file
+    t: float = 0.0  # its time: the record's, or a microsecond after the line read with it
 
 
 def stdio_decoded(path: str, report: LoadReport, *, keep_details: bool = False) -> Iterator[Decoded]:
@@ -150,8 +152,15 @@ class _Reader:
             and r.get("stream") in (fmt.STDIN, fmt.STDOUT)
             and isinstance(r.get("t"), float | int)
         ]
-        # In time order across the two pipes; a pipe's own lines keep the file's order.
-        lines.sort(key=lambda line: (line.record["t"], line.order))
+        # In time order across the two pipes; a pipe's own lines keep the file's order. Lines that came in one
+        # read share its time: they are spaced a microsecond apart, so that the analysis keeps their order.
+        last: dict[str, float] = {}
+        for line in lines:
+            t, stream = float(line.record["t"]), line.record["stream"]
+            if stream in last and t <= last[stream]:
+                t = last[stream] + TIE_STEP
+            line.t = last[stream] = t
+        lines.sort(key=lambda line: (line.t, line.order))
         for line in lines:
             self._line(line)
         for exchange in self.waiting.values():
@@ -165,7 +174,7 @@ class _Reader:
         return self.decoded
 
     def _exchange(self, line: _Line, method: str, payload: bytes) -> Exchange:
-        t = float(line.record["t"])
+        t = line.t
         digest = hashlib.blake2b(f"{self.seed}:{line.order}".encode(), digest_size=16).hexdigest()
         flow_id = f"{digest[:8]}-{digest[8:12]}-{digest[12:16]}-{digest[16:20]}-{digest[20:]}"
         keep = payload if self.keep_details else None

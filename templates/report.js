@@ -57,6 +57,11 @@
     const r = calls[tk[0]];
     eventTicks.set(r[C.id], tk.slice(1).map(function (us) { return r[C.t0] + us / 1000; }));
   });
+  const stderrTicks = new Map();  // call id -> its stderr lines' times (a stdio server's log, ms after the first call)
+  data.stderr_ticks.forEach(function (tk) {
+    const r = calls[tk[0]];
+    stderrTicks.set(r[C.id], tk.slice(1).map(function (us) { return r[C.t0] + us / 1000; }));
+  });
   const T = columnsOf(data.anatomy_columns);
   const anatomyRows = new Map(data.anatomy.map(function (a) { return [calls[a[T.row]][C.id], a]; }));
   const ms = function (us) { return us === null ? null : us / 1000; };
@@ -185,6 +190,7 @@
         }
         (x.events || []).forEach(function (e) { parts.push(e.data); });
       });
+      (d.stderr || []).forEach(function (line) { parts.push(line.text); });
     }
     const a = anatomyOf(r[C.id]);
     if (a) parts.push(a.sentence, a.ended_by);
@@ -436,7 +442,7 @@
     const pill = el("span", r[C.outcome], "pill"); pill.style.background = colorOf(r[C.outcome]);
     verdict.appendChild(pill);
     verdict.appendChild(el("span", "  " + r[C.layer] + " layer" + (r[C.flags] ? "  flags: " + r[C.flags] : "") +
-      (r[C.status] !== null ? "  HTTP " + r[C.status] : "") + "  " + r[C.dur] + " ms"));
+      (r[C.status] !== null ? "  HTTP " + r[C.status] : "") + (r[C.carrier] === "stdio" ? "  stdio" : "") + "  " + r[C.dur] + " ms"));
     details.appendChild(verdict);
     const client = r[C.client] === null ? null : data.clients[r[C.client]];
     if (client) {
@@ -457,7 +463,9 @@
       const section = el("div", null, "anatomy");
       section.appendChild(el("p", a.sentence, "sentence"));
       const t = el("table");
-      kv(t, "reached the server", a.reached_server_ms === null ? "no response headers came back" : "response headers after " + duration(a.reached_server_ms));
+      const stdio = r[C.carrier] === "stdio";
+      kv(t, "reached the server", stdio ? "written to the server's stdin (no headers on stdio)" :
+        a.reached_server_ms === null ? "no response headers came back" : "response headers after " + duration(a.reached_server_ms));
       const sent = a.server_sent;
       kv(t, "server sent", sent.progress + " progress, " + sent.other_notifications + " other notification(s)" +
         (sent.last_ms !== null ? ", the last after " + duration(sent.last_ms) : ""));
@@ -485,12 +493,32 @@
       details.appendChild(el("h4", "Ran more than once: " + dup.tool + " with the same arguments (" + dup.arguments_digest.slice(0, 10) + ")"));
       details.appendChild(attempts(dup.calls, id, function (_, n) { return dup.executions[n] || ""; }));
     });
+    if (d && d.stderr && d.stderr.length) {
+      details.appendChild(el("h4", "stderr during the call (" + d.stderr.length + " line" + (d.stderr.length > 1 ? "s" : "") + ")"));
+      const box = el("div", null, "stderr");
+      d.stderr.forEach(function (line) {
+        const row = el("div", null, "stderr-line");
+        row.appendChild(el("span", wall(line.t) + " (+" + duration(line.t - r[C.t0]) + ")  ", "muted"));
+        row.appendChild(el("span", line.text, "mono"));
+        box.appendChild(row);
+      });
+      details.appendChild(box);
+    }
     if (!d) {
       details.appendChild(el("p", "The bytes of this call are not in the report (it carries the first " +
         data.meta.detail_limit + " failing, flagged or retried calls); use mcp-blackbox export.", "muted"));
       return;
     }
     d.exchanges.forEach(function (x) {
+      if (x.stdio) {  // a line of a stdio capture: which pipe, when, what
+        const way = x.stdio.stream === "stdin" ? "client → server" : "server → client";
+        details.appendChild(el("h4", x.stdio.stream + " line at " + wall(x.t) + " UTC (" + offset(x.t) + "), " + way +
+          ", " + x.stdio.bytes + " bytes" + (x.stdio.truncated ? " (cut in the capture)" : "")));
+        details.appendChild(el("div", x.request.line, "line mono request-line"));
+        if (x.request.body) details.appendChild(el("pre", x.request.body));
+        if (x.error) details.appendChild(el("p", "then " + x.error, "muted"));
+        return;
+      }
       const head = el("h4", "Request at " + wall(x.t) + " UTC (" + offset(x.t) + ")");
       details.appendChild(head);
       details.appendChild(el("div", x.request.line, "line mono request-line"));
@@ -790,6 +818,11 @@
       if (ticksOf && !header) {
         ctx.fillStyle = "#101828";
         ticksOf.forEach(function (t) { ctx.fillRect(X(toDisplay(t)), y - 2, 1, LANE - 2); });
+      }
+      const stderrOf = stderrTicks.get(r[C.id]);
+      if (stderrOf && !header) {  // stderr lines: short marks under the bar
+        ctx.fillStyle = "#7a2e0e";
+        stderrOf.forEach(function (t) { ctx.fillRect(X(toDisplay(t)) - 1, y + h - 3, 3, 5); });
       }
       const bar = { id: r[C.id], x0: x0, x1: x1, y: y, h: h };
       bars.push(bar);
