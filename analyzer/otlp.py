@@ -25,7 +25,7 @@ from urllib.parse import urlsplit
 
 from mcp_blackbox.analyzer.analysis import Analysis
 from mcp_blackbox.analyzer.export import iter_records
-from mcp_blackbox.analyzer.records import C2S, Call
+from mcp_blackbox.analyzer.records import C2S, STDIO_SCHEME, Call
 from mcp_blackbox.analyzer.redact import redact_url
 from mcp_blackbox.analyzer.vocabulary import Outcome
 
@@ -160,6 +160,15 @@ def span_attributes(call: Call, record: dict[str, Any]) -> dict[str, Any]:
         "mcp.blackbox.client.info": client.get("client_info"),
         "mcp.blackbox.ending.ended_by": (record["ending"] or {}).get("ended_by"),
     }
+    if exchange.stdio is not None:
+        # A stdio server's pipes: the conventions' network.transport "pipe"; no HTTP, no address (ours: the
+        # command, redacted like the export's endpoint).
+        for key in ("network.protocol.name", "server.address", "server.port", "http.request.method", "url.full"):
+            attributes[key] = None
+        attributes["network.transport"] = "pipe"
+        attributes["mcp.blackbox.carrier"] = record["carrier"]
+        attributes["mcp.blackbox.stdio.command"] = record["endpoint"].removeprefix(STDIO_SCHEME)
+        attributes["mcp.blackbox.stdio.stderr_lines"] = len(record["stderr"] or [])
     # Enum members (StrEnum) as plain strings: OTLP attribute values are str, bool, int, float or their lists.
     return {
         k: (str(v) if isinstance(v, str) else v)
@@ -198,6 +207,8 @@ def span_events(call: Call, record: dict[str, Any]) -> list[tuple[str, float, di
         if message.exchange.is_event_stream:
             attributes["mcp.blackbox.sse"] = True
         events.append(("mcp.blackbox.response", message.t, attributes))
+    for line in record["stderr"] or []:  # a stdio server's stderr lines during the call (the export's, redacted)
+        events.append(("mcp.blackbox.stderr", line["t"], {"mcp.blackbox.stderr.text": line["text"]}))
     anatomy = record["ending"]
     if anatomy is not None and anatomy["waited_ms"] is not None:
         attributes = {

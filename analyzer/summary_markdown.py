@@ -185,9 +185,8 @@ def _unanswered(records: list[dict[str, Any]]) -> list[str]:
     if not unanswered:
         return [*lines, "Every request was answered.", ""]
     for record in unanswered[:LISTED]:
-        lines.append(
-            f"- {ref(record['call_id'])} {_what(record)}, {record['outcome']}: {text(describe(record['ending']))}"
-        )
+        anatomy = describe(record["ending"], record["carrier"])
+        lines.append(f"- {ref(record['call_id'])} {_what(record)}, {record['outcome']}: {text(anatomy)}")
     return lines + _more(len(unanswered)) + [""]
 
 

@@ -242,3 +242,34 @@ def test_stdio_and_flow_captures_in_one_directory(tmp_path: Path) -> None:
     carriers = {c["carrier"] for c in exported["calls"]}
     assert carriers == {"http", "stdio"}
     assert exported["skipped"] == [] and exported["summary"]["read_problems"] == []
+
+
+def test_summary_diff_and_otlp_carry_stdio_calls(tmp_path: Path) -> None:
+    pytest.importorskip("opentelemetry.sdk")
+    before, after = tmp_path / "before.stdio.jsonl", tmp_path / "after.stdio.jsonl"
+    steps = [{"op": "call", "tool": "echo", "args": {"text": "x"}}, {"op": "call", "tool": "swallow"}]
+    assert all(s["ok"] for s in record_session("py", "py", steps, before)["steps"])
+    steps = [*steps, {"op": "call", "tool": "crash", "args": {"how": "exit"}}]
+    assert [s["ok"] for s in record_session("py", "py", steps, after)["steps"]] == [True, True, False]
+
+    done = cli("summary", str(after))
+    assert done.returncode == 0 and "swallow" in done.stdout and "[STDERR_DURING_CALL]" in done.stdout, done.stdout
+    done = cli("summary", "--format", "markdown", str(after))
+    assert done.returncode == 0, done.stderr
+    assert "written to the server's stdin" in done.stdout and "the server exited with code 3" in done.stdout
+
+    done = cli("diff", str(before), str(after), "--format", "json")
+    compared = json.loads(done.stdout)
+    assert done.returncode == 0, done.stderr
+    assert [c["after"]["outcome"] for c in compared["new_failures"]] == ["NO_RESPONSE"], compared["new_failures"]
+
+    done = cli("export", str(after), "--format", "otlp", "-o", "-")
+    assert done.returncode == 0, done.stderr
+    spans = [span for rs in json.loads(done.stdout)["resourceSpans"] for ss in rs["scopeSpans"] for span in ss["spans"]]
+    by_name = {span["name"]: span for span in spans}
+    swallow, crash = by_name["tools/call swallow"], by_name["tools/call crash"]
+    attributes = {a["key"]: next(iter(a["value"].values())) for a in swallow["attributes"]}
+    assert attributes["network.transport"] == "pipe" and "http.request.method" not in attributes
+    assert "STDERR_DURING_CALL" in str(attributes["mcp.blackbox.flags"])
+    assert any(e["name"] == "mcp.blackbox.stderr" for e in swallow["events"])
+    assert crash["status"]["code"] == "STATUS_CODE_ERROR" or crash["status"].get("code") == 2
