@@ -14,7 +14,7 @@ CHROMIUM ?= chromium
 # The main job: the bundled sample captures rendered into one self-contained report.
 report: $(STAMP)
 	@mkdir -p out
-	$(BIN)/mcp-blackbox report sample_captures/*.flows -o out/report.html
+	$(BIN)/mcp-blackbox report sample_captures/*.flows sample_captures/*.stdio.jsonl -o out/report.html
 	@echo "open out/report.html in a browser (it works offline, from file://)"
 
 $(BIN)/python:
@@ -83,6 +83,7 @@ bench-stdio: $(STAMP)
 
 samples: $(STAMP) $(TS_CLIENT)/node_modules/.package-lock.json
 	$(BIN)/python sample_captures/record_samples.py
+	$(BIN)/python sample_captures/record_stdio_sample.py
 
 # The labelled truth corpus (tests/truth/): scenarios recorded through real processes, then the analyzer scored on them.
 truth: truth-deps

@@ -362,17 +362,18 @@ def _classify_stdio(call: Call, facts: CaptureFacts) -> Verdict:
     answers = [m for m in call.responses if m not in broken]
     answer = _final_answer_of(call, answers, evidence)
     if broken:
-        evidence.append(f"a line on stdout while the call waited is {broken[0].problem}")
-        if len(broken) > 1:
-            evidence.append(f"{len(broken)} such lines during the call")
+        # The cause last: it is the line a gate or a table shows (call_record.reason).
         if answer is not None:
             late = (answer.t - broken[0].t) * 1000
             evidence.append(
-                f"its answer ({answer.kind}) followed {late:.0f} ms later: a client that skips a bad line got it, "
-                "one that stops at it did not"
+                f"the answer ({answer.kind}) came {late:.0f} ms after a line that is not JSON: a client that skips "
+                "a bad line got it, one that stops at it did not"
             )
         else:
-            evidence.append(_stdio_end(call, "no answer followed"))
+            evidence.append(_stdio_end(call, "no answer after a line that is not JSON"))
+        if len(broken) > 1:
+            evidence.append(f"{len(broken)} lines that are not JSON during the call; the first:")
+        evidence.append(f"a line on stdout while the call waited is {broken[0].problem}")
         return _after_cancel(call, Verdict(Outcome.MALFORMED_JSON, evidence))
     if answer is None:
         if call.stray:

@@ -37,6 +37,8 @@ ADDON_CAPTURES = [
 ]
 PLAIN_CAPTURES = ["plain-mitmdump-progress"]
 ALL_CAPTURES = ADDON_CAPTURES + PLAIN_CAPTURES
+STDIO_SAMPLE = "stdio-faults.stdio"  # sample_captures/record_stdio_sample.py
+STDIO_CLIENT = ".client.json"
 STREAM_ENDS = {"complete", "upstream-error", "client-abort", "proxy-shutdown", "killed"}
 # 429, malformed_json, wrong_id, result_and_error, content_not_array (PROTOCOL_FAULTS in record_samples.py)
 FAULTED_ARGUMENTS = [
@@ -124,7 +126,9 @@ def stream_meta(flow: HTTPFlow) -> dict[str, Any]:
 
 def test_the_directory_holds_exactly_the_scenarios() -> None:
     assert sorted(p.stem for p in SAMPLES.glob("*.flows")) == sorted(ALL_CAPTURES)
-    assert sorted(p.name.removesuffix(".client.json") for p in SAMPLES.glob("*.client.json")) == sorted(ALL_CAPTURES)
+    flow_clients = [p for p in SAMPLES.glob("*.client.json") if not p.name.startswith(STDIO_SAMPLE)]
+    assert sorted(p.name.removesuffix(".client.json") for p in flow_clients) == sorted(ALL_CAPTURES)
+    assert sorted(p.name for p in SAMPLES.glob("*.stdio.*")) == [STDIO_SAMPLE + STDIO_CLIENT, STDIO_SAMPLE + ".jsonl"]
 
 
 @pytest.mark.parametrize("name", ALL_CAPTURES)
@@ -365,3 +369,31 @@ def test_plain_mitmdump_has_no_metadata_and_buffered_sse() -> None:
     times = [p["t"] for p in run["steps"][0]["progress"]]
     assert len(times) == 5
     assert max(times) - min(times) < 0.1  # the server spaced them 100 ms apart
+
+
+def test_stdio_sample() -> None:
+    """The stdio sample (record --stdio around the TypeScript SDK server, the Python SDK client): read whole, and
+    analyzed as what the client saw and what each tool does (tests/clients/ts/stdio_server.mjs)."""
+    from mcp_blackbox.addon import stdio_capture
+    from mcp_blackbox.analyzer import analyze
+
+    path = SAMPLES / (STDIO_SAMPLE + ".jsonl")
+    assert path.stat().st_size < 200_000 and stdio_capture.is_stdio_capture(path)
+    reading = stdio_capture.CaptureReading(str(path))
+    records = list(stdio_capture.read_capture(path, reading))
+    assert reading.problems == [] and records[-1]["type"] == stdio_capture.EXIT and records[-1]["code"] == 3
+    [run] = json.loads((SAMPLES / (STDIO_SAMPLE + STDIO_CLIENT)).read_text())["runs"]
+    steps = [s for s in run["output"]["steps"] if s["op"] == "call"]
+    analysis = analyze([path])
+    calls = [c for c in analysis.calls if c["method"] == "tools/call"]
+    assert [c["tool"] for c in calls] == [s["tool"] for s in steps]
+    for call, step in zip(calls, steps, strict=True):
+        if step["tool"] == "log_to_stdout":  # answered, after a line on stdout that is not JSON
+            assert step["ok"] and call["outcome"] == "MALFORMED_JSON"
+        elif step["ok"]:
+            assert call["outcome"] == "TOOL_SUCCESS", call
+        else:
+            assert step["tool"] == "crash" and call["outcome"] == "NO_RESPONSE"
+    flagged = {c["tool"] for c in calls if "STDERR_DURING_CALL" in c["flags"]}
+    assert flagged == {"swallow"}, "the swallowed exception, not chatty's info line"
+    assert [c["tool"] for c in calls if c["stderr"]] == ["chatty", "swallow", "crash"]

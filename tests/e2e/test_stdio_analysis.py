@@ -135,7 +135,8 @@ def test_a_log_line_on_stdout_breaks_the_call_it_was_written_in(client: str, tmp
     assert before["outcome"] == after["outcome"] == "TOOL_SUCCESS"
     assert logged["outcome"] == "MALFORMED_JSON" and logged["layer"] == "protocol", logged
     assert any("handling log_to_stdout" in line for line in logged["evidence"])
-    assert any("followed" in line for line in logged["evidence"]), "the answer that came after it is said"
+    assert any("the answer (result) came" in line for line in logged["evidence"]), "the answer after it is said"
+    assert "handling log_to_stdout" in logged["reason"], "the gate's line names the stray line"
     assert exported["stream_events"] == []
 
 
