@@ -55,7 +55,8 @@ def write_har(analysis: Analysis, out: IO[str], *, redact: bool = True) -> int:
     verdicts = verdicts_by_flow(analysis, redact=redact)
     wanted: dict[str, set[str]] = defaultdict(set)
     for exchange in analysis.exchanges:
-        wanted[exchange.source].add(exchange.flow_id)
+        if exchange.stdio is None:  # HAR holds HTTP: a stdio capture's lines have no entry (its export has them)
+            wanted[exchange.source].add(exchange.flow_id)
     writer = SaveHar()
     secrets = Secrets() if redact else None
     creator = {"name": "mcp-blackbox", "version": installed_version(), "comment": "entries by mitmproxy's savehar"}
