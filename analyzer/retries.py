@@ -422,7 +422,7 @@ def _gateway_origin(before: Call, call: Call) -> Origin:
     delay = call.request.t - (before.t_end or before.request.t)
     where = "the same server" if before.exchange.server == call.exchange.server else f"{call.exchange.server}"
     evidence = [
-        f"{before.outcome} (HTTP {before.exchange.status}) from {before.exchange.server}, then the same request "
+        f"{before.outcome} ({_carried(before.exchange)}) from {before.exchange.server}, then the same request "
         f"with the same X-Request-ID {delay:.3f} s later to {where}: a gateway's re-send"
     ]
     return RetryOrigin.PROXY, Confidence.HIGH, evidence
@@ -458,7 +458,7 @@ def _previous_attempt(
     assert facts is not None
     if _falls_back(call, probe):
         assert probe is not None
-        why = f"{probe.method} refused (HTTP {probe.exchange.status}, {probe.outcome}), then initialize"
+        why = f"{probe.method} refused ({_carried(probe.exchange)}, {probe.outcome}), then initialize"
         return probe, (RetryOrigin.PROTOCOL_FALLBACK, Confidence.HIGH, [f"version negotiation: {why}"])
     if facts.round_digest is not None and call.tool:
         before = latest_tool.get(_tool_key(call))
@@ -492,6 +492,11 @@ def _falls_back(call: Call, probe: Call | None) -> bool:
     return probe.method == "server/discover" or call.scope != probe.scope
 
 
+def _carried(exchange: Exchange) -> str:
+    """What carried an attempt's answer, for the evidence: its HTTP status, or the stdio pipes (no status)."""
+    return "stdio" if exchange.stdio is not None else f"HTTP {exchange.status}"
+
+
 def _within_window(before: Call, call: Call, window: float = RETRY_WINDOW) -> bool:
     """Sent after the failure was visible to the client (its answer, cut or cancel), and soon after."""
     return 0 <= call.request.t - (before.t_end or before.request.t) <= window
@@ -504,8 +509,10 @@ def _origin(before: Call, call: Call, history: _History) -> Origin | None:
     id_text = "same JSON-RPC id" if same_id else f"new id {call.request.id!r} (was {before.request.id!r})"
     session = _session_change(a, b) if before.scope != call.scope else "same session"
     connection = "same connection" if a.client_conn == b.client_conn else "a new connection"
+    if a.stdio is not None or b.stdio is not None:  # pipes: a run of the server, no connection
+        connection = "the same server process" if a.stdio is b.stdio else "another run of the server"
     evidence = [
-        f"{before.outcome} (HTTP {a.status}), then the same request {delay:.2f} s later: {id_text}, "
+        f"{before.outcome} ({_carried(a)}), then the same request {delay:.2f} s later: {id_text}, "
         f"{session}, {connection}"
     ]
     attempts = b.request_headers.get("x-envoy-attempt-count")

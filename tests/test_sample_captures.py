@@ -397,3 +397,7 @@ def test_stdio_sample() -> None:
     flagged = {c["tool"] for c in calls if "STDERR_DURING_CALL" in c["flags"]}
     assert flagged == {"swallow"}, "the swallowed exception, not chatty's info line"
     assert [c["tool"] for c in calls if c["stderr"]] == ["chatty", "swallow", "crash"]
+    # The client probed server/discover, which the 2025 server refused, then initialized: negotiation, said
+    # without HTTP.
+    [group] = [g.record() for g in analysis.retry_groups]
+    assert group["origin"] == "protocol-fallback" and "HTTP" not in " ".join(group["evidence"])
