@@ -225,17 +225,22 @@ def run_export(args: argparse.Namespace) -> int:
 
 
 def _export_streaming(args: argparse.Namespace, write: Any, out: IO[str]) -> int:
-    """JSON and CSV: each call written once final (analysis.CallStream), within ``--window`` seconds.
+    """JSON and CSV: each call written once final (analysis.CallStream), within ``--window`` seconds."""
+    return _streamed(args.captures, args.window, lambda stream: write(stream, out, redact=not args.no_redact))
+
+
+def _streamed(captures: list[str], window: float, consume: Any) -> int:
+    """``consume`` a CallStream of the captures, with a progress line; then say on stderr what was read.
 
     A window reads one recording (a file, or a recorder's rotated files) in the order it was written;
     several recordings are not in one time order, so they are read whole."""
     report = LoadReport()
-    paths = expand_captures(args.captures)
+    paths = expand_captures(captures)
     one_recording = len({recording_of(path) for path in paths}) == 1
-    stream = CallStream(paths, window=(args.window or None) if one_recording else None, report=report)
+    stream = CallStream(paths, window=(window or None) if one_recording else None, report=report)
     size = progress.wanted(paths)
     with contextlib.nullcontext() if size is None else progress.ProgressLine(report, size):
-        write(stream, out, redact=not args.no_redact)
+        consume(stream)
     tell_what_was_read(stream)
     return 2 if stream.flows_read == 0 and stream.read_problems else 0
 
@@ -287,19 +292,20 @@ def run_report(args: argparse.Namespace) -> int:
 
 
 def run_summary(args: argparse.Namespace) -> int:
+    def write(text: str) -> None:
+        if args.output == "-":
+            sys.stdout.write(text)
+        else:
+            Path(args.output).write_text(text, encoding="utf-8", errors="backslashreplace")
+
+    if args.format != "markdown":  # the terminal summary reads as export does: a window at a time
+        return _streamed(args.captures, DEFAULT_WINDOW, lambda stream: write(summary_text(stream) + "\n"))
     analysis = load_or_explain(args.captures)
     if analysis is None:
         return 2
-    if args.format == "markdown":
-        from mcp_blackbox.analyzer.summary_markdown import summary_markdown
+    from mcp_blackbox.analyzer.summary_markdown import summary_markdown
 
-        text = summary_markdown(analysis, args.captures, redact=not args.no_redact)
-    else:
-        text = summary_text(analysis) + "\n"
-    if args.output == "-":
-        sys.stdout.write(text)
-    else:
-        Path(args.output).write_text(text, encoding="utf-8", errors="backslashreplace")
+    write(summary_markdown(analysis, args.captures, redact=not args.no_redact))
     return 0
 
 

@@ -5,16 +5,30 @@ from __future__ import annotations
 import textwrap
 from collections.abc import Mapping
 
-from mcp_blackbox.analyzer.analysis import Analysis
-from mcp_blackbox.analyzer.export import summarize
-from mcp_blackbox.analyzer.redact import redact_text
+from mcp_blackbox.analyzer.analysis import Analysis, CallStream
+from mcp_blackbox.analyzer.export import Tally, iter_records
 from mcp_blackbox.analyzer.vocabulary import is_failure
 
 INDENT = "    "
 
 
-def summary_text(analysis: Analysis, width: int = 80) -> str:
-    summary = summarize(analysis, analysis.calls)
+def summary_text(analysis: Analysis | CallStream, width: int = 80) -> str:
+    """From a CallStream, as its calls become final: only the lines of the calls to look at are kept."""
+    tally, failing = Tally(), []
+    for call in iter_records(analysis):
+        tally.add(call)
+        if not (is_failure(call["outcome"]) or call["flags"]):
+            continue
+        what = call["method"] or "(response)"
+        if call["tool"]:
+            what += f" {call['tool']}"
+        flags = f" [{', '.join(call['flags'])}]" if call["flags"] else ""
+        failing += wrap(f"  {call['call_id']} {what} id={call['jsonrpc_id']} {call['outcome']}{flags}", width)
+        if call["evidence"]:
+            # Evidence quotes what servers said: redacted (iter_records), like the export and the report;
+            # wrapped, never cut: the reason is what the reader came for.
+            failing += wrap(f"{INDENT}{call['reason']}", width)
+    summary = tally.summary(analysis)
     lines = wrap(
         f"{summary['calls']} calls in {summary['flows_analyzed']} exchanges "
         f"({summary['flows_read']} flows read, {summary['flows_skipped']} skipped)",
@@ -25,19 +39,8 @@ def summary_text(analysis: Analysis, width: int = 80) -> str:
             lines += counts(f"by {title}:", summary[key], width)
     if summary["flags"]:
         lines += counts("flags:", summary["flags"], width)
-    failing = [c for c in analysis.calls if is_failure(c["outcome"]) or c["flags"]]
     if failing:
-        lines += ["", "calls to look at:"]
-        for call in failing:
-            what = call["method"] or "(response)"
-            if call["tool"]:
-                what += f" {call['tool']}"
-            flags = f" [{', '.join(call['flags'])}]" if call["flags"] else ""
-            lines += wrap(f"  {call['call_id']} {what} id={call['jsonrpc_id']} {call['outcome']}{flags}", width)
-            if call["evidence"]:
-                # Evidence quotes what servers said: redacted, like the export and the report; wrapped, never
-                # cut: the reason is what the reader came for.
-                lines += wrap(f"{INDENT}{redact_text(call['reason'])}", width)
+        lines += ["", "calls to look at:", *failing]
     if analysis.duplicate_executions:
         lines += ["", *wrap("writes executed more than once (same client, same arguments):", width)]
         for duplicate in analysis.duplicate_executions:

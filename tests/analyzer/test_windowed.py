@@ -196,3 +196,13 @@ def test_an_http_sse_session_is_awaited_past_the_window(tmp_path: Path, monkeypa
     monkeypatch.setattr(CallStream, "_await", lambda self, exchange, extracted: None)
     unawaited = exported(CallStream([capture], window=window))
     assert any(c["outcome"] == "NO_RESPONSE" for c in unawaited["calls"] if c["scope"].startswith("sse-session:"))
+
+
+def test_the_terminal_summary_reads_a_window_at_a_time(capture: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from mcp_blackbox.analyzer.summary_text import summary_text
+
+    whole = summary_text(analyze([capture]))
+    assert "calls to look at:" in whole and "retry chains:" in whole
+    assert summary_text(CallStream([capture], window=300)) == whole
+    assert main(["summary", str(capture)]) == 0
+    assert capsys.readouterr().out == whole + "\n"
