@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -274,3 +275,54 @@ def test_summary_diff_and_otlp_carry_stdio_calls(tmp_path: Path) -> None:
     assert "STDERR_DURING_CALL" in str(attributes["mcp.blackbox.flags"])
     assert any(e["name"] == "mcp.blackbox.stderr" for e in swallow["events"])
     assert crash["status"]["code"] == "STATUS_CODE_ERROR" or crash["status"].get("code") == 2
+
+
+# --------------------------------------------------------------------------------------------------
+# A bridge between stdio and HTTP, recorded on both sides
+
+
+MCP_REMOTE = REPO_ROOT / "tests" / "truth" / "peers" / "node" / "node_modules" / "mcp-remote" / "dist" / "proxy.js"
+
+
+def test_a_bridge_recorded_on_both_sides_is_one_report(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Python SDK stdio client runs mcp-remote (stdio to Streamable HTTP) through record --stdio; mcp-remote
+    speaks HTTP to the test server through the recording mitmdump. One report holds both sides."""
+    from mcp_blackbox.analyzer.report import build_report
+    from tests.report.layout import column
+    from tests.support.processes import start_server
+    from tests.support.proxy import start_mitmdump
+
+    if shutil.which("node") is None or not MCP_REMOTE.exists():
+        pytest.fail(f"needs node and {MCP_REMOTE}: npm ci in tests/truth/peers/node (make test)")
+    monkeypatch.setenv("MCP_REMOTE_CONFIG_DIR", str(tmp_path / "mcp-remote"))  # its lock and auth files
+    capture = tmp_path / "bridge.stdio.jsonl"
+    steps = [
+        {"op": "list_tools"},
+        {"op": "call", "tool": "echo", "args": {"text": "across the bridge"}},
+        {"op": "call", "tool": "tool_error", "args": {"message": "tool says no"}},
+    ]
+    with start_server("stateful") as server:
+        proxy = start_mitmdump(f"reverse:{server.url('')}", tmp_path, name="bridge")
+        try:
+            seen = run_client(
+                "py", wrapped(capture, [shutil.which("node") or "node", str(MCP_REMOTE), proxy.url + "/mcp"]), steps
+            )
+        finally:
+            assert proxy.stop() == 0, proxy.log()
+    assert seen["fatal"] is None and all(s["ok"] for s in seen["steps"]), seen
+    assert [s["result"]["isError"] for s in seen["steps"][1:]] == [False, True], "what the client saw"
+
+    exported = export(capture, proxy.flow_file)
+    by_carrier: dict[str, list[tuple[str, str]]] = {"stdio": [], "http": []}
+    for call in tool_calls(exported):
+        by_carrier[call["carrier"]].append((call["tool"], call["outcome"]))
+    expected = [("echo", "TOOL_SUCCESS"), ("tool_error", "TOOL_ERROR")]
+    assert by_carrier["stdio"] == expected, "the client's side"
+    assert by_carrier["http"] == expected, "the server's side, behind the bridge"
+
+    data = build_report([capture, proxy.flow_file])
+    labels = [lane[1] for lane in data["lanes"]]
+    assert any(label.startswith("stdio pid ") for label in labels) and any(
+        label.startswith("session ") for label in labels
+    )
+    assert set(column(data, "carrier")) == {"stdio", "http"}
