@@ -37,6 +37,7 @@ from mitmproxy import ctx, exceptions, http
 from mitmproxy.io import tnetstring
 from mitmproxy.utils import human
 
+from mcp_blackbox.addon.mcp_detect import request_messages
 from mcp_blackbox.analyzer.inputs import ROTATED_NAME
 
 logger = logging.getLogger("mcp_blackbox")
@@ -44,6 +45,7 @@ logger = logging.getLogger("mcp_blackbox")
 FILE_MODE = 0o600
 DIRECTORY_MODE = 0o700
 OPTIONS = frozenset({"mcp_write", "mcp_rotate_size", "mcp_keep"})
+METADATA_KEY = "mcp_blackbox"  # the recorder's record in flow.metadata (mcp_recorder.METADATA_KEY)
 
 
 @dataclass(frozen=True)
@@ -233,6 +235,7 @@ class CaptureWriter:
         self.files: FlowFiles | None = None
         self.open_flows: dict[str, http.HTTPFlow] = {}
         self.is_running = False
+        self.write_all = True
 
     def load(self, loader: Any) -> None:
         loader.add_option(
@@ -256,8 +259,17 @@ class CaptureWriter:
             "With mcp_write: keep only the newest N rotated files (e.g. 24) or the newest that fit in a size "
             "(e.g. 1g); the oldest are deleted first.",
         )
+        loader.add_option(
+            "mcp_write_all",
+            bool,
+            True,
+            "With mcp_write: write every HTTP flow (true), or only the exchanges the recorder took for MCP "
+            "(false; what `mcp-blackbox run` does without --all): the rest passes through unrecorded.",
+        )
 
     def configure(self, updated: set[str]) -> None:
+        if "mcp_write_all" in updated:
+            self.write_all = ctx.options.mcp_write_all
         if not OPTIONS & updated:
             return
         files = self._files_from_options()
@@ -347,7 +359,7 @@ class CaptureWriter:
 
     def _save(self, flow: http.HTTPFlow) -> None:
         self.open_flows.pop(flow.id, None)
-        if self.files is None:
+        if self.files is None or not (self.write_all or is_mcp(flow)):
             return
         try:
             self.files.write(tnetstring.dumps(flow.get_state()))
@@ -355,6 +367,13 @@ class CaptureWriter:
             logger.error(
                 "mcp_blackbox: flow %s NOT written to %s: %s", flow.id, self.files.path or self.files.target, e
             )
+
+
+def is_mcp(flow: http.HTTPFlow) -> bool:
+    """Whether the recorder (run before this writer) took the flow for MCP; a request still unanswered at
+    shutdown, which it has not judged, by the JSON-RPC in its body (the recorder's own test)."""
+    record = flow.metadata.get(METADATA_KEY)
+    return (isinstance(record, dict) and "mcp" in record) or bool(request_messages(flow))
 
 
 def _opened_by_this_process() -> set[str]:

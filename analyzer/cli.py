@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from mcp_blackbox.analyzer import progress
+from mcp_blackbox.analyzer import progress, run_command
 from mcp_blackbox.analyzer.analysis import DEFAULT_WINDOW, Analysis, CallStream, analyze
 from mcp_blackbox.analyzer.check import DEFAULT_FAIL_ON, Allowance, parse_allow, parse_fail_on
 from mcp_blackbox.analyzer.export import write_csv, write_json
@@ -473,6 +473,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="after --, more arguments passed to mitmdump as they are; with --stdio, the server's command",
     )
     record.set_defaults(run=run_record, record_parser=record)
+    run_command.add_parser(commands)
 
     where = commands.add_parser(
         "addon-path",
