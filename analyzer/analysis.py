@@ -13,7 +13,7 @@ from mcp_blackbox.analyzer.call_record import call_record
 from mcp_blackbox.analyzer.call_stream import DEFAULT_WINDOW, CallStream, gather_facts_of
 from mcp_blackbox.analyzer.classify import CaptureFacts, protocol_version
 from mcp_blackbox.analyzer.executions import DuplicateExecution
-from mcp_blackbox.analyzer.load import LoadReport
+from mcp_blackbox.analyzer.load import LoadReport, ReadFigures
 from mcp_blackbox.analyzer.records import Call, Exchange
 from mcp_blackbox.analyzer.retries import RetryGroup
 
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 
 @dataclass
-class Analysis:
+class Analysis(ReadFigures):
     call_objects: list[Call]
     exchanges: list[Exchange]
     report: LoadReport
@@ -58,20 +58,8 @@ class Analysis:
         return self.to_pandas()
 
     @property
-    def flows_read(self) -> int:
-        return self.report.flows_read
-
-    @property
     def analyzed(self) -> int:
         return len(self.exchanges)
-
-    @property
-    def skipped(self) -> list[dict[str, Any]]:
-        return self.report.skipped
-
-    @property
-    def read_problems(self) -> list[dict[str, Any]]:
-        return self.report.problems
 
 
 def analyze(paths: Iterable[str | Path], *, keep_details: bool = False, report: LoadReport | None = None) -> Analysis:

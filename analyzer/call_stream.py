@@ -22,7 +22,7 @@ from mcp_blackbox.analyzer.clients import Clients
 from mcp_blackbox.analyzer.executions import Duplicates
 from mcp_blackbox.analyzer.extract import Extracted
 from mcp_blackbox.analyzer.inputs import expand_captures
-from mcp_blackbox.analyzer.load import LoadReport
+from mcp_blackbox.analyzer.load import LoadReport, ReadFigures
 from mcp_blackbox.analyzer.pair import Pairer, legacy_session_of_endpoint, scope_of
 from mcp_blackbox.analyzer.parallel import Decoded, decoded_exchanges
 from mcp_blackbox.analyzer.records import C2S, S2C, Call, Exchange, Message
@@ -34,7 +34,7 @@ AWAIT_WINDOWS = 6  # how many windows the stream waits for a flow still open to 
 NEAR = 1.0  # seconds past a call in which look-alikes are read before it is linked (> retries.LOOKALIKE_NEAR)
 
 
-class CallStream:
+class CallStream(ReadFigures):
     """The analysis as a stream of final calls, in the order they started.
 
     Everything that spans calls runs in the same stages as over a whole capture: messages paired in the
@@ -128,10 +128,6 @@ class CallStream:
             )
 
     @property
-    def flows_read(self) -> int:
-        return self.report.flows_read
-
-    @property
     def analyzed(self) -> int:
         return self.exchange_count
 
@@ -139,14 +135,6 @@ class CallStream:
     def call_count(self) -> int:
         """Calls judged so far (every call, once the stream is exhausted)."""
         return self._number
-
-    @property
-    def skipped(self) -> list[dict[str, Any]]:
-        return self.report.skipped
-
-    @property
-    def read_problems(self) -> list[dict[str, Any]]:
-        return self.report.problems
 
     def _add(self, decoded: Decoded) -> None:
         exchange, extracted = decoded.exchange, decoded.extracted

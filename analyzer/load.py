@@ -73,6 +73,24 @@ class LoadReport:
         self.problems.append({"source": source, "reason": reason, "offset": offset, "flows_read": flows_read})
 
 
+class ReadFigures:
+    """What was read, for anything that holds its LoadReport as ``report`` (an analysis, a call stream)."""
+
+    report: LoadReport
+
+    @property
+    def flows_read(self) -> int:
+        return self.report.flows_read
+
+    @property
+    def skipped(self) -> list[dict[str, Any]]:
+        return self.report.skipped
+
+    @property
+    def read_problems(self) -> list[dict[str, Any]]:
+        return self.report.problems
+
+
 def read_exchanges(paths: Sequence[str | Path], report: LoadReport, *, keep_all: bool = False) -> Iterator[Exchange]:
     """``keep_all``: every header and the whole stream record, for a report's details."""
     for path in paths:

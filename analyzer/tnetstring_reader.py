@@ -117,8 +117,9 @@ def _bounds(buf: bytes, pos: int) -> tuple[int, int, int]:
     return start, end, buf[end]
 
 
-# The loops below read a length prefix inline rather than through _bounds: a flow record holds a few
-# hundred values (most of them header names and values), and a call per value was most of the time.
+# The loops below read a length prefix inline (three copies, on purpose) rather than through _bounds: a
+# flow record holds a few hundred values (most of them header names and values), and a call per value was
+# most of the time.
 
 
 def _value(buf: bytes, pos: int, want: Want) -> tuple[Any, int]:
