@@ -367,6 +367,12 @@ def run_redact(args: argparse.Namespace) -> int:
     if any(Path(c).resolve() == output.resolve() for c in args.captures if Path(c).exists()):
         print(f"mcp-blackbox redact: {args.output} is also an input: write to another file", file=sys.stderr)
         return 2
+    from mcp_blackbox.analyzer.stdio_load import is_stdio_capture
+
+    if stdio := [str(c) for c in args.captures if is_stdio_capture(str(c))]:
+        # Its lines are no HTTP flows; the export and the report redact what they quote from it.
+        print(f"mcp-blackbox redact: {stdio[0]} is a stdio capture: redact rewrites flow files only", file=sys.stderr)
+        return 2
     # Into a file beside the output, renamed when complete: an interrupted run leaves no half-written capture.
     fd, tmp = tempfile.mkstemp(dir=output.parent if str(output.parent) else ".", prefix=f".{output.name}.")
     try:

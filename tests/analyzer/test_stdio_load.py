@@ -140,3 +140,13 @@ def test_ids_are_stable_and_the_windowed_analysis_equals_the_whole(tmp_path: Pat
 def test_what_shows_an_exception(line: str, shows: bool) -> None:
     found = exception_in((StderrLine(T0, T0, line),))
     assert (found is not None) == shows
+
+
+def test_redact_refuses_a_stdio_capture(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from mcp_blackbox.analyzer.cli import main
+
+    cap = Capture(tmp_path / "a.stdio.jsonl")
+    cap.line(fmt.STDIN, 0.0, tool_call(1, "echo"))
+    out = tmp_path / "shared.stdio.jsonl"
+    assert main(["redact", str(cap.write()), "-o", str(out)]) == 2
+    assert "is a stdio capture" in capsys.readouterr().err and not out.exists()
