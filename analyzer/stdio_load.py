@@ -15,6 +15,8 @@ as a flow file holds flows, so a windowed analysis (analyzer/call_stream.py) rea
 A stdout line that is not JSON (a ``print`` or ``console.log`` on the protocol's channel) breaks the call
 that was waiting for an answer when it was written: its message is put on that call's stdin exchange, where
 the pairing gives it to that call (an unreadable answer on a request's own exchange answers that request).
+A server's notification (a log message) sent while exactly one request waited goes to that request the same
+way, as one on an HTTP request's stream belongs to it.
 With several calls waiting, the oldest gets it (the one the server has had longest; a line written for a
 later one cannot be told from it) and the evidence says which others were waiting. With none waiting it
 breaks no call: it is a stream event of the session. A line the capture kept only the head of
@@ -43,6 +45,7 @@ from mcp_blackbox.analyzer.records import C2S, S2C, STDIO_SCHEME, Exchange, Mess
 from mcp_blackbox.analyzer.slim import MISSING, OMITTED, ResultShape
 from mcp_blackbox.analyzer.stdio_calls import KEPT_CHARS, StderrLine, StdioSession
 
+PROGRESS = "notifications/progress"  # (analyzer/pair.py pairs it by its token)
 TIE_STEP = 1e-6  # seconds between lines of one pipe that one read brought (see _Reader.read)
 STDIN_METHOD = "STDIN"
 STDOUT_METHOD = "STDOUT"
@@ -267,6 +270,11 @@ class _Reader:
                 self.session.request_times.append(message.t)
             return
         if message.kind == "notification":
+            # A server's log or other notification (progress goes by its token) belongs to the request it was
+            # sent during, when only one waited: on HTTP, to the request whose stream carried it.
+            pending = [e for key, e in waiting.items() if key[0] == C2S]
+            if message.direction == S2C and len(pending) == 1 and message.method != PROGRESS:
+                message.exchange = pending[0]
             return
         opposite = S2C if message.direction == C2S else C2S
         if message.id is not None:

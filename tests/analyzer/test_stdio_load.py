@@ -64,8 +64,11 @@ def test_a_server_request_on_stdout_is_answered_on_stdin_and_a_cancel_ends_a_cal
     cap.line(fmt.STDIN, 0.0, tool_call(1, "summarize"))
     cap.line(fmt.STDOUT, 0.1, {"jsonrpc": "2.0", "id": 0, "method": "sampling/createMessage", "params": {}})
     cap.line(fmt.STDIN, 0.2, {"jsonrpc": "2.0", "id": 0, "result": {"role": "assistant", "content": {}}})
+    log = {"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": "working"}}
+    cap.line(fmt.STDOUT, 0.25, log)  # sent while one request waited: that request's
     cap.line(fmt.STDOUT, 0.3, text_result(1, "summary"))
     cap.line(fmt.STDIN, 0.4, tool_call(2, "slow"))
+    cap.line(fmt.STDOUT, 0.6, log)
     cap.line(fmt.STDIN, 0.9, {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 2}})
     cap.event(fmt.EOF, 1.0, stream=fmt.STDIN)
     cap.event(fmt.EXIT, 1.1, code=0, signal=None, status=0)
@@ -74,6 +77,7 @@ def test_a_server_request_on_stdout_is_answered_on_stdin_and_a_cancel_ends_a_cal
     assert sampling["direction"] == "server->client" and sampling["outcome"] == "SUCCESS"
     assert by_method[("tools/call", "summarize")]["outcome"] == "TOOL_SUCCESS"
     slow = by_method[("tools/call", "slow")]
+    assert slow["ending"]["server_sent"]["other_notifications"] == 1, "the log line sent while it alone waited"
     assert slow["outcome"] == "CANCELLED" and slow["ending"]["ended_by"] == "client-cancel", slow
     assert by_method[("notifications/cancelled", None)]["outcome"] == "ACCEPTED"
 
