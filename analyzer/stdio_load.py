@@ -272,9 +272,9 @@ class _Reader:
         if message.kind == "notification":
             # A server's log or other notification (progress goes by its token) belongs to the request it was
             # sent during, when only one waited: on HTTP, to the request whose stream carried it.
-            pending = [e for key, e in waiting.items() if key[0] == C2S]
-            if message.direction == S2C and len(pending) == 1 and message.method != PROGRESS:
-                message.exchange = pending[0]
+            requests = [e for key, e in waiting.items() if key[0] == C2S]
+            if message.direction == S2C and len(requests) == 1 and message.method != PROGRESS:
+                message.exchange = requests[0]
             return
         opposite = S2C if message.direction == C2S else C2S
         if message.id is not None:
