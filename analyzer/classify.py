@@ -362,19 +362,24 @@ def _classify_stdio(call: Call, facts: CaptureFacts) -> Verdict:
     answers = [m for m in call.responses if m not in broken]
     answer = _final_answer_of(call, answers, evidence)
     if broken:
-        # The cause last: it is the line a gate or a table shows (call_record.reason).
+        # A line that is not JSON, or JSON that is no JSON-RPC message (no id to pair it by). The cause last: it
+        # is the line a gate or a table shows (call_record.reason).
+        not_json = (broken[0].problem or "").startswith("not JSON")
+        what = "a line that is not JSON" if not_json else "a line that is not JSON-RPC"
         if answer is not None:
             late = (answer.t - broken[0].t) * 1000
             evidence.append(
-                f"the answer ({answer.kind}) came {late:.0f} ms after a line that is not JSON: a client that skips "
-                "a bad line got it, one that stops at it did not"
+                f"the answer ({answer.kind}) came {late:.0f} ms after {what}: a client that skips a bad line got "
+                "it, one that stops at it did not"
             )
         else:
-            evidence.append(_stdio_end(call, "no answer after a line that is not JSON"))
+            evidence.append(_stdio_end(call, f"no answer after {what}"))
         if len(broken) > 1:
-            evidence.append(f"{len(broken)} lines that are not JSON during the call; the first:")
-        evidence.append(f"a line on stdout while the call waited is {broken[0].problem}")
-        return _after_cancel(call, Verdict(Outcome.MALFORMED_JSON, evidence))
+            evidence.append(f"{len(broken)} such lines during the call; the first:")
+        said = broken[0].problem if not_json else f"not JSON-RPC: {broken[0].problem}"
+        evidence.append(f"a line on stdout while the call waited is {said}")
+        outcome = Outcome.MALFORMED_JSON if not_json else Outcome.INVALID_ENVELOPE
+        return _after_cancel(call, Verdict(outcome, evidence))
     if answer is None:
         if call.stray:
             stray = call.stray[0]

@@ -154,3 +154,13 @@ def test_redact_refuses_a_stdio_capture(tmp_path: Path, capsys: pytest.CaptureFi
     out = tmp_path / "shared.stdio.jsonl"
     assert main(["redact", str(cap.write()), "-o", str(out)]) == 2
     assert "is a stdio capture" in capsys.readouterr().err and not out.exists()
+
+
+def test_a_json_line_that_is_no_json_rpc_is_an_invalid_envelope_of_the_waiting_call(tmp_path: Path) -> None:
+    cap = Capture(tmp_path / "env.stdio.jsonl")
+    cap.line(fmt.STDIN, 0.0, tool_call(1, "echo"))
+    cap.line(fmt.STDOUT, 0.1, {"status": "working"})  # JSON, but no JSON-RPC message
+    cap.line(fmt.STDOUT, 0.2, text_result(1))
+    [record] = records(cap.write())
+    assert record["outcome"] == "INVALID_ENVELOPE", record
+    assert record["reason"].startswith("a line on stdout while the call waited is not JSON-RPC: neither")
