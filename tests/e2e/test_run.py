@@ -1,0 +1,355 @@
+"""`mcp-blackbox run -- COMMAND` through real processes on 127.0.0.1 (issue 14).
+
+- The official Python and TypeScript SDK clients, unchanged, each run twice at once by one command (an
+  "agent" talking to two MCP servers): one server over plain HTTP (the test server, stateful), one over
+  HTTPS (the test server behind hypercorn, its certificate from a trustme CA passed as --upstream-ca).
+  Both servers are recorded, each MCP call with the outcome a reverse-mode recording (`record --upstream`)
+  of the same clients gives, and what the clients saw agrees. On the wire: the clients honoured the proxy
+  (every exchange in the capture) and trusted the run's CA (TLS with the client for the HTTPS server).
+- pydantic-ai (TestModel calling a tool through MCPToolset over Streamable HTTP), unchanged.
+- Clients that ignore the proxy (httpx with trust_env=False, Node 20's fetch without the preload) and one
+  that does not trust the run's CA get the message that says so and what to do.
+- COMMAND's exit status, its death by a signal, and SIGHUP/SIGINT/SIGTERM passed on once each.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trustme
+from mitmproxy.http import HTTPFlow
+from mitmproxy.io import FlowReader
+
+from mcp_blackbox.analyzer.analysis import analyze
+from mcp_blackbox.analyzer.vocabulary import is_failure
+from tests.support.processes import (
+    REPO_ROOT,
+    TS_CLIENT,
+    ServerProcess,
+    child_env,
+    start_server,
+    stop_process,
+    wait_listening,
+)
+from tests.support.proxy import Mitmdump, free_port
+
+pytestmark = pytest.mark.e2e
+
+MCP_BLACKBOX = str(Path(sys.executable).with_name("mcp-blackbox"))
+STEPS = [
+    {"op": "list_tools"},
+    {"op": "call", "tool": "echo", "args": {"text": "through run"}},
+    {"op": "call", "tool": "tool_error", "args": {"message": "tool says no"}},
+    {"op": "call", "tool": "protocol_error", "args": {"message": "bad params"}},
+    {"op": "call", "tool": "progress", "args": {"steps": 3, "delay_ms": 50}},
+]
+EXPECTED = {"echo": "TOOL_SUCCESS", "tool_error": "TOOL_ERROR", "protocol_error": "JSONRPC_ERROR"}
+EXPECTED["progress"] = "TOOL_SUCCESS"
+NO_MCP = "no MCP exchange was seen"
+NEEDS_NODE = pytest.mark.skipif(
+    shutil.which("node") is None or not (TS_CLIENT.parent / "node_modules").exists(), reason="node, npm ci"
+)
+
+
+@dataclass
+class Tls:
+    ca_file: Path
+    cert_file: Path
+    key_file: Path
+
+
+@pytest.fixture(scope="module")
+def tls(tmp_path_factory: pytest.TempPathFactory) -> Tls:
+    folder = tmp_path_factory.mktemp("tls")
+    ca = trustme.CA()
+    cert = ca.issue_cert("127.0.0.1", "localhost")
+    files = Tls(folder / "ca.pem", folder / "server.pem", folder / "server.key")
+    ca.cert_pem.write_to_path(str(files.ca_file))
+    cert.private_key_pem.write_to_path(str(files.key_file))
+    for n, pem in enumerate(cert.cert_chain_pems):
+        pem.write_to_path(str(files.cert_file), append=n > 0)
+    return files
+
+
+@pytest.fixture(scope="module")
+def https_url(tls: Tls, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The test MCP server (stateless) over TLS, by hypercorn."""
+    port, log = free_port(), tmp_path_factory.mktemp("hypercorn") / "hypercorn.log"
+    argv = [sys.executable, "-m", "hypercorn", "--bind", f"127.0.0.1:{port}", "--certfile", str(tls.cert_file)]
+    argv += ["--keyfile", str(tls.key_file), "tests.support.mcp_server:build_app('stateless')"]
+    with log.open("wb") as out:
+        process = subprocess.Popen(argv, cwd=REPO_ROOT, env=child_env(), stdout=out, stderr=subprocess.STDOUT)
+    try:
+        wait_listening(process, port, log, 30, "hypercorn")
+        yield f"https://127.0.0.1:{port}/mcp"
+    finally:
+        stop_process(process)
+
+
+@pytest.fixture(scope="module")
+def http_server() -> Iterator[ServerProcess]:
+    with start_server("stateful") as server:
+        yield server
+
+
+def server_of(url: str) -> str:
+    return url.rsplit("/", 1)[0]
+
+
+def run_blackbox(
+    options: list[str], command: list[str], env: dict[str, str] | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    argv = [MCP_BLACKBOX, "run", *options, "--", *command]
+    return subprocess.run(
+        argv, cwd=REPO_ROOT, env=env or child_env(), capture_output=True, text=True, timeout=timeout, check=False
+    )
+
+
+def client_shell(client: str, url: str, out: Path) -> str:
+    """One SDK client run (tests/clients), as a shell command writing its JSON result to ``out``."""
+    steps = json.dumps(STEPS)
+    if client == "py":
+        argv = [sys.executable, "-m", "tests.clients.py_client", "--url", url, "--steps", steps, "--timeout", "40"]
+    else:
+        argv = ["node", str(TS_CLIENT), "--url", url, "--steps", steps, "--timeout-ms", "40000"]
+    return f"{shlex.join(argv)} > {shlex.quote(str(out))} 2>> {shlex.quote(str(out))}.err"
+
+
+def two_at_once(client: str, urls: list[str], outputs: list[Path]) -> list[str]:
+    """The "agent": one command that runs the client against both servers at the same time."""
+    runs = " & ".join(client_shell(client, url, out) for url, out in zip(urls, outputs, strict=True))
+    return ["bash", "-c", f"{runs} & wait"]
+
+
+def outcomes(flow_file: Path) -> dict[str, Counter[tuple[str, str | None, str]]]:
+    """Per server (scheme://host:port), the calls' (method, tool, outcome), counted."""
+    per_server: dict[str, Counter[tuple[str, str | None, str]]] = {}
+    for call in analyze([str(flow_file)]).call_objects:
+        counter = per_server.setdefault(call.exchange.server, Counter())
+        counter[(str(call.method), call.tool, str(call.outcome))] += 1
+    return per_server
+
+
+def record_reverse(upstream: str, workdir: Path, name: str, after: list[str]) -> Mitmdump:
+    """`mcp-blackbox record --upstream URL -p 0 ...`: the reverse-mode recording to compare with."""
+    listen, flows, log = workdir / f"{name}.listen.json", workdir / f"{name}.flows", workdir / f"{name}.log"
+    command = [MCP_BLACKBOX, "record", "--upstream", upstream, "-p", "0", "--listen-file", str(listen)]
+    command += ["-w", str(flows), "-q", "--", *after]
+    with log.open("wb") as out:
+        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 30
+    while not listen.exists():
+        if process.poll() is not None or time.monotonic() > deadline:
+            process.kill()
+            raise AssertionError(f"record did not start: {log.read_text(errors='replace')}")
+        time.sleep(0.05)
+    return Mitmdump(process, json.loads(listen.read_text())["listen_addrs"][0][1], flows, log)
+
+
+def client_saw(result: dict[str, Any]) -> dict[str, str]:
+    """What the client saw, in the analyzer's words (the steps of STEPS only)."""
+    saw = {}
+    for step in result["steps"]:
+        if step["op"] != "call":
+            continue
+        if not step["ok"]:
+            saw[step["tool"]] = "JSONRPC_ERROR" if step["error"] and step["error"].get("code") else "error"
+        else:
+            saw[step["tool"]] = "TOOL_ERROR" if step["result"].get("isError") else "TOOL_SUCCESS"
+    return saw
+
+
+@pytest.mark.parametrize("client", ["py", pytest.param("ts", marks=NEEDS_NODE)])
+def test_an_sdk_client_talking_to_two_servers_is_recorded_as_in_reverse_mode(
+    client: str, http_server: ServerProcess, https_url: str, tls: Tls, tmp_path: Path
+) -> None:
+    urls = [http_server.url("/mcp"), https_url]
+    outputs = [tmp_path / "http.json", tmp_path / "https.json"]
+    capture = tmp_path / "run.flows"
+    done = run_blackbox(["-w", str(capture), "--upstream-ca", str(tls.ca_file)], two_at_once(client, urls, outputs))
+    assert done.returncode == 0, done.stderr
+    results = [json.loads(out.read_text()) for out in outputs]
+    for result in results:
+        assert result["fatal"] is None and len(result["steps"]) == len(STEPS), result
+        assert client_saw(result) == EXPECTED, result
+
+    recorded = outcomes(capture)
+    assert set(recorded) == {server_of(url) for url in urls}, "both servers recorded"
+    for url in urls:
+        tools = {tool: outcome for (method, tool, outcome) in recorded[server_of(url)] if method == "tools/call"}
+        assert tools == EXPECTED, (url, recorded[server_of(url)])
+        calls = sum(recorded[server_of(url)].values())
+        failed = sum(n for (_, _, outcome), n in recorded[server_of(url)].items() if is_failure(outcome))
+        assert f"MCP server {server_of(url)}: {calls} calls, {failed} failed" in done.stderr, done.stderr
+    assert f"capture: {capture}" in done.stderr and NO_MCP not in done.stderr and "TLS" not in done.stderr
+
+    # On the wire: every exchange went through the recorder, the HTTPS one inside TLS with the client
+    # (the run's CA trusted) and with the server (its CA passed as --upstream-ca).
+    with capture.open("rb") as f:
+        flows = [flow for flow in FlowReader(f).stream() if isinstance(flow, HTTPFlow)]
+    assert flows and all("mcp" in f.metadata["mcp_blackbox"] for f in flows), "only MCP exchanges, all of them"
+    https_flows = [f for f in flows if f.request.scheme == "https"]
+    assert https_flows and all(f.client_conn.tls_established and f.server_conn.tls_established for f in https_flows)
+    assert oct(capture.stat().st_mode & 0o777) == "0o600"
+
+    # The same clients recorded in reverse mode, one recorder per server: the same calls, the same outcomes.
+    reverse = [
+        record_reverse(f"http://127.0.0.1:{http_server.port}", tmp_path, "reverse-http", []),
+        record_reverse(
+            server_of(https_url), tmp_path, "reverse-https", ["--set", f"ssl_verify_upstream_trusted_ca={tls.ca_file}"]
+        ),
+    ]
+    try:
+        proxied = [f"{proxy.url}/mcp" for proxy in reverse]
+        reverse_outputs = [tmp_path / "reverse-http.json", tmp_path / "reverse-https.json"]
+        subprocess.run(two_at_once(client, proxied, reverse_outputs), cwd=REPO_ROOT, env=child_env(), timeout=90)
+    finally:
+        for proxy in reverse:
+            proxy.stop()
+    for proxy, url in zip(reverse, urls, strict=True):
+        (baseline,) = outcomes(proxy.flow_file).values()
+        assert recorded[server_of(url)] == baseline, (url, recorded[server_of(url)], baseline)
+
+
+def test_an_agent_framework_runs_unchanged(https_url: str, tls: Tls, tmp_path: Path) -> None:
+    """pydantic-ai's MCPToolset (on the fastmcp client, httpx) with TestModel calling echo, over HTTPS."""
+    capture = tmp_path / "agent.flows"
+    command = [sys.executable, "-m", "tests.clients.pydantic_agent", "--url", https_url, "--tool", "echo"]
+    done = run_blackbox(["-w", str(capture), "--upstream-ca", str(tls.ca_file)], command)
+    assert done.returncode == 0, done.stderr
+    returns = json.loads(done.stdout)["tool_returns"]
+    assert [(r["tool"], r["outcome"]) for r in returns] == [("echo", "success")], returns
+    (recorded,) = outcomes(capture).values()
+    assert {tool: outcome for (method, tool, outcome) in recorded if method == "tools/call"} == {"echo": "TOOL_SUCCESS"}
+    assert f"MCP server {server_of(https_url)}: {sum(recorded.values())} calls, 0 failed" in done.stderr
+
+
+IGNORES_PROXY = {
+    # httpx told not to read the environment: straight to the server.
+    "httpx-trust-env-false": [
+        sys.executable,
+        "-c",
+        "import httpx2, sys; httpx2.Client(trust_env=False).post(sys.argv[1], json={'jsonrpc': '2.0', 'id': 1, "
+        "'method': 'ping'}, headers={'accept': 'application/json, text/event-stream'})",
+    ],
+    # Node 20's fetch without the preload (NODE_OPTIONS emptied): it ignores HTTP_PROXY.
+    "node-fetch-without-preload": [
+        "env",
+        "-u",
+        "NODE_OPTIONS",
+        "node",
+        "--input-type=module",
+        "-e",
+        "await fetch(process.argv[1], {method: 'POST', body: JSON.stringify({jsonrpc: '2.0', id: 1, method: "
+        "'ping'}), headers: {'content-type': 'application/json', accept: 'application/json, text/event-stream'}})",
+    ],
+}
+
+
+@pytest.mark.parametrize("client", list(IGNORES_PROXY))
+def test_a_client_that_ignores_the_proxy_gets_the_message(
+    client: str, http_server: ServerProcess, tmp_path: Path
+) -> None:
+    if client.startswith("node") and shutil.which("node") is None:
+        pytest.skip("node")
+    argv = [*IGNORES_PROXY[client], http_server.url("/mcp")]
+    capture = tmp_path / "nothing.flows"
+    done = run_blackbox(["-w", str(capture)], argv)
+    assert done.returncode == 0, done.stderr
+    assert f"{NO_MCP}: no HTTP request came through the recorder" in done.stderr, done.stderr
+    assert "mcp-blackbox record --upstream URL" in done.stderr and "proxy option" in done.stderr
+    assert "MCP server" not in done.stderr and capture.exists() and capture.stat().st_size == 0
+
+
+def test_a_client_that_does_not_trust_the_ca_gets_the_message(https_url: str, tls: Tls, tmp_path: Path) -> None:
+    """httpx honouring HTTPS_PROXY but verifying against certifi's bundle alone (as a pinned client would)."""
+    code = (
+        "import certifi, httpx2, ssl, sys\n"
+        "try:\n"
+        "    httpx2.Client(verify=ssl.create_default_context(cafile=certifi.where())).post(sys.argv[1], json={})\n"
+        "except httpx2.ConnectError as e:\n"
+        "    print('refused:', e)\n"
+    )
+    capture = tmp_path / "refused.flows"
+    done = run_blackbox(
+        ["-w", str(capture), "--upstream-ca", str(tls.ca_file)], [sys.executable, "-c", code, https_url]
+    )
+    assert done.returncode == 0 and done.stdout.startswith("refused:"), done.stdout + done.stderr
+    assert "1 TLS handshake(s) with the client failed (127.0.0.1)" in done.stderr, done.stderr
+    assert "does not trust the run's CA or pins certificates" in done.stderr
+    assert "mcp-blackbox record --upstream URL" in done.stderr and NO_MCP in done.stderr
+
+
+def test_commands_exit_status_is_passed_through(tmp_path: Path) -> None:
+    done = run_blackbox(["-w", str(tmp_path / "a.flows")], ["sh", "-c", "exit 7"])
+    assert done.returncode == 7, done.stderr
+    done = run_blackbox(["-w", str(tmp_path / "b.flows")], ["sh", "-c", "kill -TERM $$"])
+    assert done.returncode == 128 + signal.SIGTERM, done.stderr
+    done = run_blackbox(["-w", str(tmp_path / "c.flows")], ["no-such-command-here"])
+    assert done.returncode == 127 and "command not found" in done.stderr
+
+
+SIGNAL_CHILD = """
+import os, signal, sys, time
+seen = []
+def on(number, frame):
+    seen.append(signal.Signals(number).name)
+    open(sys.argv[1], "a").write(signal.Signals(number).name + "\\n")
+    if number == signal.SIGTERM:
+        sys.exit(3)
+for s in (signal.SIGHUP, signal.SIGINT, signal.SIGTERM):
+    signal.signal(s, on)
+open(sys.argv[1] + ".ready", "w").write(str(os.getpid()))
+while True:
+    time.sleep(0.05)
+"""
+
+
+def test_signals_reach_the_command_once_and_the_capture_is_closed(tmp_path: Path) -> None:
+    log, capture = tmp_path / "signals.log", tmp_path / "signals.flows"
+    argv = [MCP_BLACKBOX, "run", "-w", str(capture), "--", sys.executable, "-c", SIGNAL_CHILD, str(log)]
+    process = subprocess.Popen(
+        argv, env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
+    try:
+        ready = Path(f"{log}.ready")
+        deadline = time.monotonic() + 30
+        while not ready.exists():
+            assert process.poll() is None and time.monotonic() < deadline, process.communicate()
+            time.sleep(0.05)
+
+        def delivered(count: int) -> None:
+            deadline = time.monotonic() + 10
+            while (len(log.read_text().split()) if log.exists() else 0) < count:
+                assert time.monotonic() < deadline, "signal not passed on"
+                time.sleep(0.05)
+
+        os.kill(process.pid, signal.SIGHUP)
+        delivered(1)
+        os.killpg(process.pid, signal.SIGINT)  # to run's process group, as a terminal's Ctrl-C is sent
+        delivered(2)
+        os.kill(process.pid, signal.SIGTERM)
+        _, stderr = process.communicate(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert process.returncode == 3, stderr
+    assert log.read_text().split() == ["SIGHUP", "SIGINT", "SIGTERM"], "each signal once, in order"
+    assert f"capture: {capture}" in stderr and capture.exists()
+    child = int(Path(f"{log}.ready").read_text())
+    with pytest.raises(ProcessLookupError):
+        os.kill(child, 0)
