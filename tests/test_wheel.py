@@ -289,6 +289,19 @@ def test_record_runs_the_venvs_own_mitmdump_with_the_installed_addon(installed: 
     assert command[command.index("--scripts") + 1] == succeeded(installed.cli("addon-path")).stdout.strip()
 
 
+def test_run_uses_the_installed_monitor_and_node_preload(installed: Installed) -> None:
+    """`run` from the wheel: the recorder starts with the installed run_monitor.py, and COMMAND gets the
+    installed Node preload in NODE_OPTIONS (package data: addon/node/*.mjs)."""
+    assert "mcp_blackbox/addon/node/proxy-preload.mjs" in installed.wheel_names
+    code = "import os; print(os.environ['NODE_OPTIONS']); print(os.environ['SSL_CERT_FILE'])"
+    done = succeeded(installed.cli("run", "-w", "run.flows", "--", installed.bin / "python", "-c", code))
+    options, bundle = done.stdout.splitlines()
+    preload = installed.site_packages / "mcp_blackbox" / "addon" / "node" / "proxy-preload.mjs"
+    assert options.endswith(f'--import="{preload.as_uri()}"') and preload.is_file(), options
+    assert bundle.endswith("ca-bundle.pem") and "no MCP exchange was seen" in done.stderr, done.stderr
+    assert not Path(bundle).exists(), "the run's CA and bundle are removed with it"
+
+
 def test_client_session_through_the_recorder_went_as_scripted(capture: dict[str, Any]) -> None:
     assert capture["fatal"] is None, capture["fatal"]
     steps = {step["tool"] or step["op"]: step for step in capture["steps"]}

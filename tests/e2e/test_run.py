@@ -353,3 +353,89 @@ def test_signals_reach_the_command_once_and_the_capture_is_closed(tmp_path: Path
     child = int(Path(f"{log}.ready").read_text())
     with pytest.raises(ProcessLookupError):
         os.kill(child, 0)
+
+
+def flow_paths(capture: Path) -> list[str]:
+    with capture.open("rb") as f:
+        return [flow.request.path for flow in FlowReader(f).stream() if isinstance(flow, HTTPFlow)]
+
+
+MIXED = (
+    "import httpx2, sys\n"
+    "with httpx2.Client() as c:\n"
+    "    print(c.get(sys.argv[1] + '/not-mcp').status_code)\n"
+    "    print(c.post(sys.argv[1] + '/mcp', json={'jsonrpc': '2.0', 'id': 1, 'method': 'ping'},\n"
+    "                 headers={'accept': 'application/json, text/event-stream'}).status_code)\n"
+)
+
+
+def test_other_traffic_passes_through_and_is_recorded_only_with_all(http_server: ServerProcess, tmp_path: Path) -> None:
+    command = [sys.executable, "-c", MIXED, http_server.url("")]
+    only_mcp = run_blackbox(["-w", str(tmp_path / "mcp.flows")], command)
+    everything = run_blackbox(["-w", str(tmp_path / "all.flows"), "--all"], command)
+    assert only_mcp.returncode == everything.returncode == 0, only_mcp.stderr + everything.stderr
+    assert only_mcp.stdout == everything.stdout and only_mcp.stdout.split()[0] == "404", "passed through"
+    assert flow_paths(tmp_path / "mcp.flows") == ["/mcp"]
+    assert "1 other HTTP exchange(s) passed through unrecorded (--all records them)" in only_mcp.stderr
+    assert flow_paths(tmp_path / "all.flows") == ["/not-mcp", "/mcp"]
+    assert f"MCP server {http_server.url('')}: 1 call" in everything.stderr, everything.stderr
+
+
+def test_a_server_certificate_the_recorder_cannot_verify_is_said(https_url: str, tmp_path: Path) -> None:
+    ping = (
+        "import httpx2, sys; print(httpx2.post(sys.argv[1], json={'jsonrpc': '2.0', 'id': 1, 'method': 'ping'}, "
+        "headers={'accept': 'application/json, text/event-stream', 'mcp-protocol-version': '2025-06-18'}).status_code)"
+    )
+    command = [sys.executable, "-c", ping, https_url]
+    refused = run_blackbox(["-w", str(tmp_path / "refused.flows")], command)
+    assert refused.returncode == 0 and refused.stdout.strip() == "502", refused.stdout + refused.stderr
+    assert f"the recorder could not verify the server 127.0.0.1:{https_url.split(':')[2].split('/')[0]}" in (
+        refused.stderr
+    )
+    assert "--upstream-ca FILE (or --insecure-upstream)" in refused.stderr
+    insecure = run_blackbox(["-w", str(tmp_path / "insecure.flows"), "--insecure-upstream"], command)
+    assert insecure.returncode == 0 and insecure.stdout.strip() == "200", insecure.stdout + insecure.stderr
+    assert f"MCP server {server_of(https_url)}: 1 call, 0 failed" in insecure.stderr, insecure.stderr
+
+
+NODE_PEERS = REPO_ROOT / "tests" / "truth" / "peers" / "node" / "node_modules"
+
+
+@pytest.mark.skipif(shutil.which("node") is None or not (NODE_PEERS / "undici").exists(), reason="node, undici")
+def test_the_node_preload_uses_undici_when_the_program_can_resolve_it(
+    http_server: ServerProcess, tmp_path: Path
+) -> None:
+    """Node 20: with undici in the program's node_modules, its EnvHttpProxyAgent; the built-in dispatcher
+    otherwise (the TypeScript SDK client above, whose folder has no undici)."""
+    (tmp_path / "node_modules").symlink_to(NODE_PEERS)
+    (tmp_path / "ping.mjs").write_text(
+        "const r = await fetch(process.argv[2], {method: 'POST', body: JSON.stringify({jsonrpc: '2.0', id: 1, "
+        "method: 'ping'}), headers: {'content-type': 'application/json', accept: 'application/json, "
+        "text/event-stream'}});\nconsole.log(r.status);\n"
+    )
+    env = {**child_env(), "MCP_BLACKBOX_PRELOAD_REPORT": "1"}
+    done = run_blackbox(
+        ["-w", str(tmp_path / "undici.flows")], ["node", str(tmp_path / "ping.mjs"), http_server.url()], env
+    )
+    assert done.returncode == 0, done.stderr
+    assert "mcp-blackbox proxy preload: undici" in done.stderr, done.stderr
+    assert f"MCP server {http_server.url('')}: 1 call" in done.stderr
+
+
+def test_the_readmes_run_command_runs_as_written(http_server: ServerProcess, tmp_path: Path) -> None:
+    """README, Record: the first recording command shown, in a folder with .venv, an agent.py (pydantic-ai
+    against the test server) and `python` the venv's, as in an activated venv."""
+    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    record = readme[readme.index("\n## Record\n") :]
+    first = next(line[4:] for line in record.splitlines() if line.startswith("    .venv/bin/"))
+    assert first == ".venv/bin/mcp-blackbox run -w capture.flows -- python agent.py", first
+    (tmp_path / ".venv").symlink_to(Path(sys.executable).parents[1])
+    (tmp_path / "agent.py").write_text(
+        "import sys\nfrom tests.clients.pydantic_agent import main\n"
+        f"sys.argv = ['agent.py', '--url', {http_server.url('/mcp')!r}]\nsys.exit(main())\n"
+    )
+    env = {**child_env(), "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]])}
+    done = subprocess.run(["bash", "-c", first], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert f"mcp-blackbox run: MCP server {http_server.url('')}: " in done.stderr, done.stderr
+    assert "mcp-blackbox run: capture: capture.flows" in done.stderr and (tmp_path / "capture.flows").stat().st_size
