@@ -189,31 +189,54 @@ def start_recorder(command: list[str], workdir: Path) -> Recorder:
 
 
 @contextlib.contextmanager
-def foreground(pgid: int) -> Iterator[None]:
+def foreground(pgid: int) -> Iterator[int | None]:
     """Give the terminal to COMMAND's process group while it runs (as a shell does), so it reads the
-    terminal and gets its Ctrl-C itself; give it back after."""
+    terminal and gets its Ctrl-C itself; give it back after. Yields the terminal, or None when run has none
+    (or is not in its foreground)."""
     try:
         tty = os.open("/dev/tty", os.O_RDWR)
     except OSError:
-        yield
+        yield None
         return
     try:
-        ours = os.tcgetpgrp(tty)
+        try:
+            ours = os.tcgetpgrp(tty)
+        except OSError:
+            ours = -1
         if ours != os.getpgrp():
-            yield  # we are not in the foreground ourselves (a background job): leave the terminal alone
+            yield None  # we are not in the foreground ourselves (a background job): leave the terminal alone
             return
         previous = signal.signal(signal.SIGTTOU, signal.SIG_IGN)
         try:
             with contextlib.suppress(OSError):
                 os.tcsetpgrp(tty, pgid)
                 os.killpg(pgid, signal.SIGCONT)  # in case it read the terminal before it was its own
-            yield
+            yield tty
         finally:
             with contextlib.suppress(OSError):
                 os.tcsetpgrp(tty, ours)
             signal.signal(signal.SIGTTOU, previous)
     finally:
         os.close(tty)
+
+
+def wait_for(child: subprocess.Popen[bytes], tty: int | None) -> int:
+    """COMMAND's status (negative: killed by that signal). With the terminal, a COMMAND stopped by Ctrl-Z
+    stops run too, so its shell sees the job stopped; `fg` continues run, which hands the terminal back to
+    COMMAND and continues it."""
+    while True:
+        _, status = os.waitpid(child.pid, os.WUNTRACED if tty is not None else 0)
+        if tty is not None and os.WIFSTOPPED(status):
+            with contextlib.suppress(OSError):
+                os.tcsetpgrp(tty, os.getpgrp())
+            os.kill(os.getpid(), signal.SIGSTOP)
+            with contextlib.suppress(OSError):
+                os.tcsetpgrp(tty, child.pid)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(child.pid, signal.SIGCONT)
+            continue
+        child.returncode = os.waitstatus_to_exitcode(status)
+        return child.returncode
 
 
 def run_child(argv: list[str], env: dict[str, str]) -> int:
@@ -242,8 +265,8 @@ def run_child(argv: list[str], env: dict[str, str]) -> int:
         for number in pending:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(child.pid, number)
-        with foreground(child.pid):
-            status = child.wait()
+        with foreground(child.pid) as tty:
+            status = wait_for(child, tty)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)

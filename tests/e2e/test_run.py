@@ -14,8 +14,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import pty
+import select
 import shlex
 import shutil
 import signal
@@ -439,3 +442,71 @@ def test_the_readmes_run_command_runs_as_written(http_server: ServerProcess, tmp
     assert done.returncode == 0, done.stderr
     assert f"mcp-blackbox run: MCP server {http_server.url('')}: " in done.stderr, done.stderr
     assert "mcp-blackbox run: capture: capture.flows" in done.stderr and (tmp_path / "capture.flows").stat().st_size
+
+
+class Terminal:
+    """An interactive bash on a pseudo-terminal, as a person at a terminal runs `run`."""
+
+    def __init__(self) -> None:
+        env = {**child_env(), "PS1": "PROMPT$ ", "TERM": "dumb"}
+        self.pid, self.fd = pty.fork()
+        if self.pid == 0:  # the child: bash with job control on the terminal
+            os.execvpe("bash", ["bash", "--norc", "--noprofile", "-i"], env)
+        self.out = b""
+        self.expect("PROMPT$ ")
+
+    def expect(self, text: str, timeout: float = 30) -> None:
+        deadline = time.monotonic() + timeout
+        while text.encode() not in self.out:
+            assert time.monotonic() < deadline, f"no {text!r} on the terminal:\n{self.out.decode(errors='replace')}"
+            if select.select([self.fd], [], [], 0.1)[0]:
+                self.out += os.read(self.fd, 65536)
+        self.out = self.out[self.out.index(text.encode()) + len(text) :]
+
+    def send(self, data: str) -> None:
+        os.write(self.fd, data.encode())
+
+    def close(self) -> None:
+        with contextlib.suppress(ProcessLookupError, ChildProcessError):
+            os.kill(self.pid, signal.SIGKILL)
+            os.waitpid(self.pid, 0)
+        os.close(self.fd)
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="bash")
+def test_at_a_terminal_the_command_reads_it_and_gets_ctrl_c_and_ctrl_z(tmp_path: Path) -> None:
+    """The command has the terminal while it runs: it reads it, Ctrl-C reaches it (once: run is not in its
+    process group), Ctrl-Z stops it and run with it (the shell's job), `fg` continues both."""
+    terminal = Terminal()
+    run = f"{shlex.quote(MCP_BLACKBOX)} run -w {shlex.quote(str(tmp_path))}"
+    try:
+        read = "import sys; print('got', sys.stdin.readline().strip())"
+        terminal.send(f"{run}/a.flows -- {shlex.quote(sys.executable)} -c {shlex.quote(read)}\n")
+        terminal.expect("recording through")
+        terminal.send("typed at the terminal\n")
+        terminal.expect("got typed at the terminal")
+        terminal.expect("PROMPT$ ")
+        terminal.send("echo status=$?\n")
+        terminal.expect("status=0")
+
+        terminal.send(f"{run}/b.flows -- sleep 30\n")
+        terminal.expect("recording through")
+        time.sleep(0.3)
+        terminal.send("\x03")  # Ctrl-C
+        terminal.expect(f"capture: {tmp_path}/b.flows")
+        terminal.send("echo status=$?\n")
+        terminal.expect("status=130")
+
+        terminal.send(f"{run}/c.flows -- sleep 30\n")
+        terminal.expect("recording through")
+        time.sleep(0.3)
+        terminal.send("\x1a")  # Ctrl-Z
+        terminal.expect("Stopped")
+        terminal.send("fg\n")
+        time.sleep(0.5)
+        terminal.send("\x03")
+        terminal.expect(f"capture: {tmp_path}/c.flows")
+        terminal.send("echo status=$?\n")
+        terminal.expect("status=130")
+    finally:
+        terminal.close()
