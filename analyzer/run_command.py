@@ -239,37 +239,53 @@ def wait_for(child: subprocess.Popen[bytes], tty: int | None) -> int:
         return child.returncode
 
 
-def run_child(argv: list[str], env: dict[str, str]) -> int:
-    """Run COMMAND in a process group of its own, pass SIGINT, SIGTERM and SIGHUP to that group, and
-    return its status as a shell would (128 + N for a signal N)."""
-    child: subprocess.Popen[bytes] | None = None
-    pending: list[int] = []
+class Forwarding:
+    """SIGINT, SIGTERM and SIGHUP, received by run from the moment the recorder starts until it has
+    reported, go to COMMAND's process group once: at once while it runs, as soon as it has started when they
+    came before, nowhere after it ended (the recorder is still stopped and the capture written)."""
 
-    def forward(number: int, frame: FrameType | None) -> None:
-        if child is None:
-            pending.append(number)
+    def __init__(self) -> None:
+        self.pgid: int | None = None
+        self.pending: list[int] = []
+        self.previous: dict[signal.Signals, Any] = {}
+
+    def __enter__(self) -> Forwarding:
+        self.previous = {sig: signal.signal(sig, self.forward) for sig in FORWARDED}
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, handler in self.previous.items():
+            signal.signal(sig, handler)
+
+    def forward(self, number: int, frame: FrameType | None) -> None:
+        if self.pgid is None:
+            self.pending.append(number)
             return
         with contextlib.suppress(ProcessLookupError):
-            os.killpg(child.pid, number)
+            os.killpg(self.pgid, number)
 
-    previous = {sig: signal.signal(sig, forward) for sig in FORWARDED}
-    try:
-        try:
-            child = subprocess.Popen(argv, env=env, process_group=0)
-        except FileNotFoundError:
-            say(f"{argv[0]}: command not found")
-            return 127
-        except PermissionError:
-            say(f"{argv[0]}: permission denied")
-            return 126
-        for number in pending:
+    def started(self, pgid: int) -> None:
+        self.pgid = pgid
+        for number in self.pending:
             with contextlib.suppress(ProcessLookupError):
-                os.killpg(child.pid, number)
-        with foreground(child.pid) as tty:
-            status = wait_for(child, tty)
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+                os.killpg(pgid, number)
+        self.pending.clear()
+
+
+def run_child(argv: list[str], env: dict[str, str], signals: Forwarding) -> int:
+    """Run COMMAND in a process group of its own, its signals passed on by ``signals``, and return its status
+    as a shell would (128 + N for a signal N)."""
+    try:
+        child = subprocess.Popen(argv, env=env, process_group=0)
+    except FileNotFoundError:
+        say(f"{argv[0]}: command not found")
+        return 127
+    except PermissionError:
+        say(f"{argv[0]}: permission denied")
+        return 126
+    signals.started(child.pid)
+    with foreground(child.pid) as tty:
+        status = wait_for(child, tty)
     return 128 - status if status < 0 else status
 
 
@@ -341,7 +357,7 @@ def run(args: argparse.Namespace) -> int:
         args.run_parser.error("the command to run goes after --: run -w CAPTURE -- COMMAND ARGS...")
     if args.upstream_ca and not Path(args.upstream_ca).is_file():
         args.run_parser.error(f"--upstream-ca {args.upstream_ca}: no such file")
-    with tempfile.TemporaryDirectory(prefix="mcp-blackbox-run-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="mcp-blackbox-run-") as tmp, Forwarding() as signals:
         workdir = Path(tmp)
         system_bundle, system_words = system_ca_bundle()
         upstream_bundle = None
@@ -362,7 +378,7 @@ def run(args: argparse.Namespace) -> int:
             say(f"recording through {proxy_url} into {args.write}; CAs trusted: {system_words} and the run's CA")
             for note in notes:
                 say(note)
-            status = run_child(argv, env)
+            status = run_child(argv, env, signals)
         finally:
             stopped = recorder.stop()
         if stopped not in (0, None):
