@@ -109,7 +109,7 @@ def client_environment(
         env[name] = str(bundle)
     notes: list[str] = []
     env["NODE_USE_ENV_PROXY"] = "1"
-    if node is not None and node < (18, 19):
+    if node is not None and node < (18, 18):  # --import: Node 19.0 and 18.18
         notes.append(f"Node {'.'.join(map(str, node))} has no --import: its fetch will not use the proxy")
     else:
         # Quoted: NODE_OPTIONS splits on spaces unless quoted.
