@@ -164,6 +164,8 @@ def recorder_command(args: argparse.Namespace, workdir: Path, upstream_bundle: P
         command += ["--set", f"mcp_filter={args.filter}"]
     if args.redact:
         command += ["--set", "mcp_redact=true"]
+    for pattern in args.passthrough or []:
+        command += ["--ignore-hosts", pattern]
     return command
 
 
@@ -297,7 +299,7 @@ def read_stats(path: Path) -> dict[str, Any]:
         return {}
 
 
-def report(capture: str, stats: dict[str, Any], recorded_all: bool) -> None:
+def report(capture: str, stats: dict[str, Any], recorded_all: bool, passthrough: bool = False) -> None:
     """One line per MCP server seen; what the run could not see; where the capture is."""
     from mcp_blackbox.analyzer.analysis import analyze
     from mcp_blackbox.analyzer.vocabulary import is_failure
@@ -323,7 +325,7 @@ def report(capture: str, stats: dict[str, Any], recorded_all: bool) -> None:
             f"{counts['client']} TLS handshake(s) with the client failed ({', '.join(hosts) or 'no server name'}): "
             "the client does not trust the run's CA or pins certificates, and those requests were not recorded. "
             "Record it in reverse mode (mcp-blackbox record --upstream URL) or through the client's own proxy "
-            "and CA options."
+            "and CA options; a host that is no MCP server can be left alone with --passthrough HOST."
         )
     if counts.get("server"):
         for failure in failed_tls.get("server", []):
@@ -333,7 +335,9 @@ def report(capture: str, stats: dict[str, Any], recorded_all: bool) -> None:
             )
     if not servers:
         if not stats.get("exchanges"):
-            seen = "no HTTP request came through the recorder"
+            seen = "no HTTP request came through the recorder" + (
+                " (hosts passed through aside)" if passthrough else ""
+            )
         else:
             others = stats.get("other_hosts", {})
             seen = f"{stats['exchanges']} HTTP exchange(s) came through ({', '.join(sorted(others)[:5])}), none MCP"
@@ -383,7 +387,7 @@ def run(args: argparse.Namespace) -> int:
             stopped = recorder.stop()
         if stopped not in (0, None):
             say(f"the recorder exited with {stopped}; its log:\n{recorder.log_tail()}")
-        report(args.write, read_stats(workdir / "stats.json"), args.all)
+        report(args.write, read_stats(workdir / "stats.json"), args.all, bool(args.passthrough))
     return status
 
 
@@ -410,6 +414,14 @@ def add_parser(commands: Any) -> None:
         "--insecure-upstream", action="store_true", help="do not verify the servers' certificates (ssl_insecure)"
     )
     parser.add_argument("--all", action="store_true", help="record every HTTP exchange, not only MCP ones")
+    parser.add_argument(
+        "--passthrough",
+        action="append",
+        metavar="REGEX",
+        help="HTTPS to hosts matching REGEX (host:port) is tunnelled untouched, its TLS not intercepted and "
+        "nothing recorded: hosts that are not MCP servers and whose clients pin certificates (repeatable; "
+        "mitmproxy's ignore_hosts)",
+    )
     parser.add_argument("--filter", metavar="EXPR", help="mitmproxy filter narrowing which MCP exchanges count")
     parser.add_argument("--redact", action="store_true", help="write secrets as consistent pseudonyms (mcp_redact)")
     parser.add_argument("-p", "--port", type=int, default=0, help="the recorder's port (default 0: any free port)")

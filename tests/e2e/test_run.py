@@ -294,6 +294,25 @@ def test_a_client_that_does_not_trust_the_ca_gets_the_message(https_url: str, tl
     assert "1 TLS handshake(s) with the client failed (127.0.0.1)" in done.stderr, done.stderr
     assert "does not trust the run's CA or pins certificates" in done.stderr
     assert "mcp-blackbox record --upstream URL" in done.stderr and NO_MCP in done.stderr
+    assert "--passthrough HOST" in done.stderr
+
+
+def test_passthrough_hosts_are_tunnelled_untouched(https_url: str, tls: Tls, tmp_path: Path) -> None:
+    """A client that trusts only its server's own CA (pinned) reaches it through --passthrough: its TLS is
+    the server's, end to end, and nothing is recorded."""
+    code = (
+        "import httpx2, ssl, sys\n"
+        "context = ssl.create_default_context(cafile=sys.argv[2])\n"
+        "print(httpx2.Client(verify=context).post(sys.argv[1], json={'jsonrpc': '2.0', 'id': 1, 'method': 'ping'}, "
+        "headers={'accept': 'application/json, text/event-stream', 'mcp-protocol-version': '2025-06-18'})"
+        ".status_code)\n"
+    )
+    capture = tmp_path / "tunnelled.flows"
+    command = [sys.executable, "-c", code, https_url, str(tls.ca_file)]
+    done = run_blackbox(["-w", str(capture), "--passthrough", r"^127\.0\.0\.1:"], command)
+    assert done.returncode == 0 and done.stdout.strip() == "200", done.stdout + done.stderr
+    assert "TLS handshake" not in done.stderr and capture.stat().st_size == 0
+    assert f"{NO_MCP}: no HTTP request came through the recorder (hosts passed through aside)" in done.stderr
 
 
 def test_commands_exit_status_is_passed_through(tmp_path: Path) -> None:
