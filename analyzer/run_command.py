@@ -151,7 +151,8 @@ def recorder_command(args: argparse.Namespace, workdir: Path, upstream_bundle: P
     from mcp_blackbox.analyzer.cli import addon_path, mitmdump_executable
 
     command = [mitmdump_executable(), "--scripts", str(addon_path()), "--scripts", str(monitor_path())]
-    command += ["--mode", "regular", "--listen-host", "127.0.0.1", "--listen-port", str(args.port)]
+    mode = f"upstream:{args.upstream_proxy}" if args.upstream_proxy else "regular"
+    command += ["--mode", mode, "--listen-host", "127.0.0.1", "--listen-port", str(args.port)]
     command += ["--set", f"confdir={workdir / 'confdir'}", "--set", f"mcp_write={args.write}"]
     command += ["--set", f"mcp_listen_file={workdir / 'listen.json'}"]
     command += ["--set", f"mcp_run_stats={workdir / 'stats.json'}"]
@@ -421,6 +422,12 @@ def add_parser(commands: Any) -> None:
         help="HTTPS to hosts matching REGEX (host:port) is tunnelled untouched, its TLS not intercepted and "
         "nothing recorded: hosts that are not MCP servers and whose clients pin certificates (repeatable; "
         "mitmproxy's ignore_hosts)",
+    )
+    parser.add_argument(
+        "--upstream-proxy",
+        metavar="URL",
+        help="send the traffic on through this HTTP proxy (a corporate proxy; mitmproxy's upstream mode) "
+        "instead of to the servers directly",
     )
     parser.add_argument("--filter", metavar="EXPR", help="mitmproxy filter narrowing which MCP exchanges count")
     parser.add_argument("--redact", action="store_true", help="write secrets as consistent pseudonyms (mcp_redact)")

@@ -47,7 +47,7 @@ from tests.support.processes import (
     stop_process,
     wait_listening,
 )
-from tests.support.proxy import Mitmdump, free_port
+from tests.support.proxy import Mitmdump, free_port, start_mitmdump
 
 pytestmark = pytest.mark.e2e
 
@@ -529,3 +529,19 @@ def test_at_a_terminal_the_command_reads_it_and_gets_ctrl_c_and_ctrl_z(tmp_path:
         terminal.expect("status=130")
     finally:
         terminal.close()
+
+
+def test_an_upstream_proxy_gets_the_traffic_on(http_server: ServerProcess, tmp_path: Path) -> None:
+    """--upstream-proxy: the recorder sends on through another proxy (plain mitmdump standing for a
+    corporate proxy), which sees the request; the capture has it too."""
+    corporate = start_mitmdump("regular", tmp_path, name="corporate", addon=False)
+    try:
+        done = run_blackbox(
+            ["-w", str(tmp_path / "chained.flows"), "--upstream-proxy", corporate.url],
+            [sys.executable, "-c", MIXED, http_server.url("")],
+        )
+    finally:
+        corporate.stop()
+    assert done.returncode == 0 and done.stdout.split() == ["404", "400"], done.stdout + done.stderr
+    assert flow_paths(tmp_path / "chained.flows") == ["/mcp"]
+    assert [f.request.path for f in corporate.flows()] == ["/not-mcp", "/mcp"], "both went through it"
