@@ -383,6 +383,10 @@ def run(args: argparse.Namespace) -> int:
             say(f"recording through {proxy_url} into {args.write}; CAs trusted: {system_words} and the run's CA")
             for note in notes:
                 say(note)
+            earlier = next((os.environ[n] for n in PROXY_NAMES if os.environ.get(n)), None)
+            if earlier and not args.upstream_proxy:
+                shown = earlier.rpartition("@")[2]  # without credentials
+                say(f"a proxy was set ({shown}): the recorder connects directly; --upstream-proxy goes through it")
             status = run_child(argv, env, signals)
         finally:
             stopped = recorder.stop()
