@@ -6,7 +6,7 @@ Starts CMD ARGS as the server (``StdioServerParameters``, the environment passed
 one JSON object on stdout: ``{"client": "python-mcp", "protocol_version", "steps": [{"op", "tool", "ok",
 "result", "error"}], "fatal", "stderr"}``, without times, so that a run through the recorder and one without
 it compare equal. ``stderr`` is what the server process wrote on its stderr (the transport's errlog).
-Steps as tests/clients/py_client.py takes them.
+Steps as tests/clients/py_client.py takes them, and ``{"op": "pause", "seconds": S}``: a pause between two calls.
 """
 
 from __future__ import annotations
@@ -34,6 +34,9 @@ async def run(args: argparse.Namespace, steps: list[dict[str, Any]], errlog: Any
             async with Client(stdio_client(params, errlog=errlog), read_timeout_seconds=args.timeout) as client:
                 output["protocol_version"] = client.protocol_version
                 for step in steps:
+                    if step["op"] == "pause":  # an application's time between two calls; not a step of the output
+                        await anyio.sleep(step["seconds"])
+                        continue
                     record: dict[str, Any] = {"op": step["op"], "tool": step.get("tool"), "ok": False}
                     record |= {"result": None, "error": None}
                     try:

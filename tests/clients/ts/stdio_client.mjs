@@ -4,7 +4,8 @@
 //
 //   node tests/clients/ts/stdio_client.mjs --command CMD --args JSON --steps JSON [--timeout-ms N]
 //
-// Steps as client.mjs takes them: [{"op": "list_tools"}, {"op": "call", "tool": "echo", "args": {...}}].
+// Steps as client.mjs takes them: [{"op": "list_tools"}, {"op": "call", "tool": "echo", "args": {...}}], and
+// {"op": "pause", "seconds": S}: a pause between two calls.
 // Out: {"client": "typescript-sdk", "steps": [{"op", "tool", "ok", "result", "error"}], "fatal", "closed",
 //       "stderr"}: no times, so that a run through the recorder and a run without it compare equal.
 // "stderr" is everything the server process wrote on stderr (the transport's stderr: 'pipe'), "closed"
@@ -53,6 +54,10 @@ client.onclose = () => {
 try {
     await client.connect(transport, { timeout });
     for (const step of JSON.parse(values.steps)) {
+        if (step.op === 'pause') {  // an application's time between two calls; not a step of the output
+            await new Promise(done => setTimeout(done, step.seconds * 1000));
+            continue;
+        }
         const record = { op: step.op, tool: step.tool ?? null, ok: false, result: null, error: null };
         try {
             record.result =
