@@ -68,25 +68,29 @@ class _Line:
 
 
 def stdio_decoded(path: str, report: LoadReport, *, keep_details: bool = False) -> Iterator[Decoded]:
-    """The capture's exchanges, decoded, in the order they ended; what was read goes into ``report``."""
+    """The capture's exchanges, decoded, in the order they ended; what was read goes into ``report``.
+
+    The file is read once, record by record: each line's messages are extracted as it is read and its bytes
+    dropped (unless ``keep_details``), so what is held is the slimmed messages, as for a flow file."""
     source = str(path)
     report.sources.append(source)
     reading = fmt.CaptureReading(source)
+    reader: _Reader | None = None
     try:
-        records = list(fmt.read_capture(source, reading))
+        for order, record in enumerate(fmt.read_capture(source, reading)):
+            if reader is None:
+                assert reading.header is not None  # read_capture yields nothing before its header
+                reader = _Reader(source, reading.header, keep_details)
+            reader.take(record, order)
     except OSError as e:
         report.problem(source, f"cannot open: {e.strerror or e}")
         return
     size = os.path.getsize(source)
     for problem in reading.problems:
         report.problem(source, f"line {problem.line}: {problem.reason}", offset=problem.offset)
-    header = reading.header
-    if header is None:
-        report.bytes_read += size
-        return
-    session = _session(source, header, records)
-    decoded = _Reader(source, header, session, keep_details).read(records)
-    for item in decoded:
+    if reader is None and reading.header is not None:  # a header and nothing else
+        reader = _Reader(source, reading.header, keep_details)
+    for item in reader.finish() if reader is not None else []:
         report.flows_read += 1
         yield item
     report.bytes_read += size
@@ -98,31 +102,70 @@ def stdio_exchanges(path: str, *, keep_details: bool = True) -> Iterator[Exchang
         yield decoded.exchange
 
 
-def _session(source: str, header: dict[str, Any], records: list[dict[str, Any]]) -> StdioSession:
+def _session(source: str, header: dict[str, Any], spawn: dict[str, Any] | None) -> StdioSession:
     command = header.get("command")
     argv = [str(a) for a in command] if isinstance(command, list) else [str(command)]
-    spawn = next((r for r in records if r.get("type") == fmt.SPAWN), None)
     pid = spawn.get("pid") if spawn is not None and isinstance(spawn.get("pid"), int) else header.get("pid")
     scope = sys.intern(f"stdio:{Path(source).name}:{pid}")
     session = StdioSession(source, scope, argv, shlex.join(argv), pid if isinstance(pid, int) else None)
     if spawn is not None and spawn.get("pid") is None:
         session.spawn_error = str(spawn.get("error") or "not started")
-    for record in records:
+    return session
+
+
+class _Reader:
+    """The capture's records as they are read (``take``), then the lines of stdin and stdout in time order, as
+    exchanges, with the waiting calls tracked by id (``finish``)."""
+
+    def __init__(self, source: str, header: dict[str, Any], keep_details: bool) -> None:
+        self.source = source
+        self.header = header
+        self.keep_details = keep_details
+        self.session: StdioSession | None = None  # made at the spawn record (or the first line without one)
+        self.early: list[tuple[dict[str, Any], int]] = []  # records before the spawn (a signal)
+        self.last: dict[str, float] = {}  # per pipe, the time of its last line
+        self.lines: list[tuple[float, int, Decoded]] = []
+        # (direction of the request, id key) -> the exchange that carried the request, oldest first
+        self.waiting: dict[tuple[str, str], Exchange] = {}
+        self.endpoint = self.seed = ""  # the session's (``_start``)
+
+    def _start(self, spawn: dict[str, Any] | None) -> StdioSession:
+        session = self.session = _session(self.source, self.header, spawn)
+        self.endpoint = STDIO_SCHEME + session.command_text
+        self.seed = f"stdio:{self.header.get('t')}:{self.header.get('pid')}:{session.pid}"
+        early, self.early = self.early, []
+        for record, order in early:
+            self.take(record, order)
+        return session
+
+    def take(self, record: dict[str, Any], order: int) -> None:
         kind, t = record.get("type"), record.get("t")
+        session = self.session
+        if session is None:
+            if kind == fmt.SPAWN:
+                self._start(record)
+                return
+            if kind != fmt.LINE:
+                self.early.append((record, order))
+                return
+            session = self._start(None)
         if not isinstance(t, int | float):
-            continue
+            return
         stream = record.get("stream")
-        if kind == fmt.LINE and stream == fmt.STDERR:
+        if kind == fmt.LINE and stream in (fmt.STDIN, fmt.STDOUT):
+            # A pipe's lines keep the file's order; lines that came in one read share its time: they are
+            # spaced a microsecond apart, so that the analysis keeps their order.
+            at = float(t)
+            if stream in self.last and at <= self.last[stream]:
+                at = self.last[stream] + TIE_STEP
+            self.last[stream] = at
+            self.lines.append((at, order, self._line(_Line(record, order, at))))
+        elif kind == fmt.LINE and stream == fmt.STDERR:
             text = fmt.line_payload(record).decode("utf-8", "replace")
             t_first = record.get("t_first")
-            session.add_stderr(
-                StderrLine(
-                    t,
-                    t_first if isinstance(t_first, int | float) else t,
-                    text[:KEPT_CHARS],
-                    len(text) > KEPT_CHARS or bool(record.get("truncated")),
-                )
-            )
+            first = t_first if isinstance(t_first, int | float) else t
+            cut = len(text) > KEPT_CHARS or bool(record.get("truncated"))
+            session.add_stderr(StderrLine(t, first, text[:KEPT_CHARS], cut))
         elif kind == fmt.EOF and stream == fmt.STDIN and session.stdin_eof is None:
             session.stdin_eof = t
         elif kind == fmt.EOF and stream == fmt.STDOUT and session.stdout_eof is None:
@@ -131,52 +174,29 @@ def _session(source: str, header: dict[str, Any], records: list[dict[str, Any]])
             session.exit_t = t
             session.exit_code = record.get("code")
             session.exit_signal = record.get("signal")
-    return session
 
-
-class _Reader:
-    """The lines of stdin and stdout in time order, as exchanges, with the waiting calls tracked by id."""
-
-    def __init__(self, source: str, header: dict[str, Any], session: StdioSession, keep_details: bool) -> None:
-        self.source = source
-        self.session = session
-        self.keep_details = keep_details
-        self.endpoint = STDIO_SCHEME + session.command_text
-        self.seed = f"stdio:{header.get('t')}:{header.get('pid')}:{session.pid}"
-        # (direction of the request, id key) -> the exchange that carried the request, oldest first
-        self.waiting: dict[tuple[str, str], Exchange] = {}
-        self.decoded: list[Decoded] = []
-
-    def read(self, records: list[dict[str, Any]]) -> list[Decoded]:
-        lines = [
-            _Line(r, n)
-            for n, r in enumerate(records)
-            if r.get("type") == fmt.LINE
-            and r.get("stream") in (fmt.STDIN, fmt.STDOUT)
-            and isinstance(r.get("t"), float | int)
-        ]
-        # In time order across the two pipes; a pipe's own lines keep the file's order. Lines that came in one
-        # read share its time: they are spaced a microsecond apart, so that the analysis keeps their order.
-        last: dict[str, float] = {}
-        for line in lines:
-            t, stream = float(line.record["t"]), line.record["stream"]
-            if stream in last and t <= last[stream]:
-                t = last[stream] + TIE_STEP
-            line.t = last[stream] = t
-        lines.sort(key=lambda line: (line.t, line.order))
-        for line in lines:
-            self._line(line)
+    def finish(self) -> list[Decoded]:
+        """The exchanges in the order they ended, once every record is in."""
+        session = self.session if self.session is not None else self._start(None)
+        # In time order across the two pipes: which requests wait, what answers them, what a bad line breaks.
+        self.lines.sort(key=lambda line: (line[0], line[1]))
+        for _, _, line in self.lines:
+            for message in line.extracted.messages:
+                self._track(message, line.exchange)
         for exchange in self.waiting.values():
-            ended = self.session.end_after(exchange.t_request)
+            ended = session.end_after(exchange.t_request)
             if ended is None:
                 exchange.t_end = None  # still waiting when the capture ended
             else:
                 _, at, words = ended
                 exchange.t_end, exchange.error, exchange.t_error = at, words, at
-        self.decoded.sort(key=lambda d: (_end(d.exchange), d.exchange.t_request, d.exchange.index))
-        return self.decoded
+        out = [line[2] for line in self.lines]
+        out.sort(key=lambda d: (_end(d.exchange), d.exchange.t_request, d.exchange.index))
+        return out
 
     def _exchange(self, line: _Line, method: str, payload: bytes) -> Exchange:
+        session = self.session
+        assert session is not None  # take() makes it before any line
         t = line.t
         digest = hashlib.blake2b(f"{self.seed}:{line.order}".encode(), digest_size=16).hexdigest()
         flow_id = f"{digest[:8]}-{digest[8:12]}-{digest[12:16]}-{digest[16:20]}-{digest[20:]}"
@@ -187,7 +207,7 @@ class _Reader:
             index=line.order,
             method=method,
             endpoint=self.endpoint,
-            path=self.session.command_text,
+            path=session.command_text,
             query_string="",
             request_headers={},
             request_body=keep if method == STDIN_METHOD else None,
@@ -195,15 +215,15 @@ class _Reader:
             t_request=t,
             response_body=keep if method == STDOUT_METHOD else None,
             t_end=t,
-            stdio=self.session,
+            stdio=session,
         )
-        exchange.scope = self.session.scope
+        exchange.scope = session.scope
         if self.keep_details:
             # What the report's details show of the line (analyzer/report.py).
             exchange.stream = {"stdio_line": _line_facts(line.record)}
         return exchange
 
-    def _line(self, line: _Line) -> None:
+    def _line(self, line: _Line) -> Decoded:
         record = line.record
         payload = fmt.line_payload(record)
         stdin = record["stream"] == fmt.STDIN
@@ -219,9 +239,7 @@ class _Reader:
             out.messages.append(message)
         elif text.strip():
             self._read_text(out, text, exchange, direction, "b64" in record)
-        for message in out.messages:
-            self._track(message, exchange)
-        self.decoded.append(Decoded(exchange, out, None, None, False))
+        return Decoded(exchange, out, None, None, False)
 
     def _read_text(self, out: Extracted, text: str, exchange: Exchange, direction: str, not_utf8: bool) -> None:
         t = exchange.t_request
@@ -267,6 +285,7 @@ class _Reader:
         if message.kind == "request":
             waiting[(message.direction, message.key_id)] = exchange
             if message.direction == C2S:
+                assert self.session is not None
                 self.session.request_times.append(message.t)
             return
         if message.kind == "notification":

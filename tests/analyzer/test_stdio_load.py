@@ -164,3 +164,21 @@ def test_a_json_line_that_is_no_json_rpc_is_an_invalid_envelope_of_the_waiting_c
     [record] = records(cap.write())
     assert record["outcome"] == "INVALID_ENVELOPE", record
     assert record["reason"].startswith("a line on stdout while the call waited is not JSON-RPC: neither")
+
+
+def test_a_capture_cut_by_a_kill_or_holding_only_its_header(tmp_path: Path) -> None:
+    cap = Capture(tmp_path / "killed.stdio.jsonl")
+    cap.event(fmt.SIGNAL, 0.0, signal="SIGTERM", number=15, forwarded_to=None)  # before the spawn: kept aside
+    cap.records.insert(1, cap.records.pop())
+    cap.line(fmt.STDIN, 0.1, tool_call(1, "slow"))
+    path = cap.write()
+    with path.open("a") as torn:
+        torn.write('{"type": "line", "stream": "stdout", "t": ')  # the record the SIGKILL cut
+    analysis = analyze([path])
+    [record] = analysis.calls
+    assert record["outcome"] == "NO_RESPONSE" and record["ending"]["ended_by"] == "capture-end", record
+    assert record["scope"] == "stdio:killed.stdio.jsonl:101"
+    assert [p["reason"].split(":")[0] for p in analysis.read_problems] == ["line 5"]
+    header_only = tmp_path / "empty.stdio.jsonl"
+    header_only.write_text(json.dumps(Capture(header_only).records[0]) + "\n")
+    assert analyze([header_only]).calls == [] and analyze([header_only]).read_problems == []
