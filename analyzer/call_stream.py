@@ -12,6 +12,7 @@ import heapq
 from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
@@ -96,6 +97,8 @@ class CallStream(ReadFigures):
         self._known: set[str] = set()
         self._without_times = 0
         self._messages: list[tuple[float, str, int, Message]] = []  # heap: time, direction, arrival
+        self._timeline: list[Message] = []  # the whole analysis's messages, sorted once
+        self._ready: list[Call] = []  # the whole analysis's calls, sorted once
         self._arrived = 0
         self._watermark = float("-inf")
         self._pairer = Pairer()
@@ -159,6 +162,9 @@ class CallStream(ReadFigures):
         exchange.error_text = decoded.error_text
         if self.window is not None:
             self._await(exchange, extracted)
+        if self.window is None:
+            self._timeline.extend(extracted.messages)
+            return
         for message in extracted.messages:
             # Requests sort before answers stamped with the same instant ("client->server" < "server->client"),
             # then by arrival.
@@ -214,26 +220,39 @@ class CallStream(ReadFigures):
         yield from self._settle(final_before)
 
     def _pair(self, before: float) -> None:
-        messages, pairer = self._messages, self._pairer
-        while messages and messages[0][0] < before:
-            pairer.feed(heapq.heappop(messages)[3])
+        pairer = self._pairer
+        if self.window is None:
+            # The whole capture at once: one list sorted twice (stably: by direction, then by time) holds
+            # less than a heap of a tuple per message.
+            timeline, self._timeline = self._timeline, []
+            timeline.sort(key=attrgetter("direction"))
+            timeline.sort(key=attrgetter("t"))
+            for message in timeline:
+                pairer.feed(message)
+            del timeline
+        else:
+            messages = self._messages
+            while messages and messages[0][0] < before:
+                pairer.feed(heapq.heappop(messages)[3])
         # In the order the whole analysis sorts them: by start, a call before an orphan answer of the same
         # instant, then as paired.
-        for call in pairer.out.calls:
-            self._paired += 1
-            heapq.heappush(self._waiting, (call.request.t, 0, self._paired, call))
-        for message in pairer.out.orphans:
-            if _is_stream_event(message):
-                self.stream_events.append(_stream_event(message))
-            else:
+        paired = pairer.out.calls
+        orphans = [_orphan_call(m) for m in pairer.out.orphans if not _is_stream_event(m)]
+        self.stream_events += [_stream_event(m) for m in pairer.out.orphans if _is_stream_event(m)]
+        pairer.out.calls, pairer.out.orphans = [], []
+        if self.window is None:
+            self._pairer = Pairer()  # everything is paired: its indexes are not needed again
+            self._ready = sorted(paired + orphans, key=lambda c: c.request.t)
+            return
+        for orphan, calls in ((0, paired), (1, orphans)):
+            for call in calls:
                 self._paired += 1
-                heapq.heappush(self._waiting, (message.t, 1, self._paired, _orphan_call(message)))
-        pairer.out.calls.clear()
-        pairer.out.orphans.clear()
+                heapq.heappush(self._waiting, (call.request.t, orphan, self._paired, call))
 
     def _judge(self, before: float) -> None:
         """Verdicts (after the facts every call of this round brings), numbers, ids; each call to its client."""
-        waiting, ready = self._waiting, []
+        waiting, ready = self._waiting, self._ready
+        self._ready = []
         while waiting and waiting[0][0] < before:
             ready.append(heapq.heappop(waiting)[3])
         if not ready:
@@ -249,6 +268,8 @@ class CallStream(ReadFigures):
             self._ids.assign(call)
             self._clients.feed(call)
             self._pairer.forget_flow(call.exchange.flow_id)
+        if self.window is None:  # every call has its id: what gave them is not needed again
+            self._ids = CallIds()
         self._complete.extend(ready)
 
     def _link(self, before: float) -> None:
@@ -271,6 +292,7 @@ class CallStream(ReadFigures):
             call = linked.popleft()
             duplicates.check(call, self._services)
             self._pairer.forget_call(call)
+            self._ids.forget_flow(call.exchange.flow_id)
             yield call
         window = self.window if self.window is not None else 0.0
         for found in duplicates.settle(before - RETRY_WINDOW - window):

@@ -21,6 +21,7 @@ from mcp_blackbox.analyzer.classify import CaptureFacts
 from mcp_blackbox.analyzer.clients import OPENING_METHODS
 from mcp_blackbox.analyzer.executions import Execution, execution, replayable
 from mcp_blackbox.analyzer.records import C2S, Call, Exchange
+from mcp_blackbox.analyzer.slim import RequestFacts
 from mcp_blackbox.analyzer.vocabulary import (
     ANSWERED_WRONGLY,
     Confidence,
@@ -58,9 +59,10 @@ class _History:
     worked out when asked: a capture of 100,000 calls must not pay for them."""
 
     def __init__(self) -> None:
-        # unit -> (tool, params digest) of its tools/call requests, in order
-        self._tool_calls: dict[str, list[tuple[str, str]]] = {}
-        self._place: dict[int, tuple[str, int]] = {}  # id(call) -> (its unit, its place in the unit's list)
+        # unit -> what its tools/call requests asked (tool, params digest), in order
+        self._tool_calls: dict[str, list[RequestFacts | None]] = {}
+        self._place: dict[int, tuple[str, int]] = {}  # id(a failed call) -> (its unit, its place in the list)
+        self._current: tuple[int, str, int] = (0, "", 0)  # the same of the call being linked
         # lineage key -> its latest identical requests (only look-alikes close in time matter); most keys
         # are sent once, so a lone request is kept as itself, not in a list
         self._recent: dict[tuple[str, str, str, str], Call | list[Call]] = {}
@@ -81,15 +83,22 @@ class _History:
                 self._recent[key] = [earlier, call]
 
     def add(self, call: Call) -> None:
+        """``call`` is being linked: what it sent joins its unit's history."""
+        self._current = (id(call), "", 0)
         if call.tool is not None and call.client is not None:
             sent = self._tool_calls.setdefault(call.client.unit, [])
-            self._place[id(call)] = (call.client.unit, len(sent))
-            sent.append((call.tool or "", call.request.facts.digest if call.request.facts else ""))
+            self._current = (id(call), call.client.unit, len(sent))
+            if is_failure(call.outcome):  # only a failed call is asked about again, as a later one's before
+                self._place[id(call)] = self._current[1:]
+            sent.append(call.request.facts)  # the call's own record of what it asked: no copy per call
 
     def prior(self, call: Call) -> set[tuple[str, str]]:
-        """(tool, params digest) of the tool calls its unit sent before it."""
-        unit, before = self._place.get(id(call), ("", 0))
-        return set(self._tool_calls.get(unit, [])[:before])
+        """(tool, params digest) of the tool calls its unit sent before it (the call being linked, or a failed
+        one before it)."""
+        current, unit, before = self._current
+        if current != id(call):
+            unit, before = self._place.get(id(call), ("", 0))
+        return {(facts.tool or "", facts.digest) for facts in self._tool_calls.get(unit, [])[:before] if facts}
 
     def forget(self, call: Call, unit_ended: bool) -> None:
         """``call`` is final; ``unit_ended``: it was its unit's last call so far."""
