@@ -14,7 +14,9 @@ A benchmark, not a test: it prints numbers and PASS/MISS lines and exits 0 eithe
    - ``read``: ``mitmproxy.io.FlowReader(f).stream()``, every flow consumed, nothing else: the
      floor any analysis that goes through mitmproxy's Flow objects pays;
    - ``analyze``: ``analyze([path])`` then ``export.write_json(result, fp)`` (mcp_blackbox.analyzer) into
-     a temp file: what ``mcp-blackbox export --format json`` does.
+     a temp file: the whole analysis, as ``report``, ``check`` and ``diff`` read;
+   - ``export``: ``write_json`` of a ``CallStream`` with the export's window: what ``mcp-blackbox
+     export --format json`` does, each call written once final.
    Each phase times its own work (imports excluded, reported apart) and reports its peak RSS:
    ``VmHWM`` from /proc/self/status, which execve resets, so the figure is the phase's (imports
    included) and nothing else's; ``ru_maxrss`` of ``getrusage(RUSAGE_SELF)`` is printed beside it
@@ -101,7 +103,20 @@ def phase_analyze(path: Path) -> dict[str, Any]:
     }
 
 
-PHASES = {"read": phase_read, "analyze": phase_analyze}
+def phase_export(path: Path) -> dict[str, Any]:
+    """What ``mcp-blackbox export F -o calls.json`` does since issue 12: each call written once final."""
+    began = time.perf_counter()
+    from mcp_blackbox.analyzer.call_stream import DEFAULT_WINDOW, CallStream
+    from mcp_blackbox.analyzer.export import write_json
+
+    imported = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="bench-analyzer-") as tmp, (Path(tmp) / "calls.json").open("w") as fp:
+        stream = CallStream([path], window=DEFAULT_WINDOW)
+        write_json(stream, fp)
+    return {"import_s": imported - began, "seconds": time.perf_counter() - imported, **peak_rss_mb()}
+
+
+PHASES = {"read": phase_read, "analyze": phase_analyze, "export": phase_export}
 
 
 # ---------------------------------------------------------------------------- driver (parent side)
@@ -217,6 +232,15 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{verdict}  ratio analysis/FlowReader = {ratio:.2f} (goal < {RATIO_GOAL:.1f})")
     verdict = "PASS" if rss < RSS_GOAL_MB else "MISS"
     print(f"{verdict}  analysis peak RSS = {rss:,.0f} MB (goal < {RSS_GOAL_MB:.0f} MB)")
+    streamed = run_phase("export", path)
+    if "error" in streamed:
+        print(f"export        not run: {streamed['error']}")
+    else:
+        print(
+            f"export        the calls written as they become final (CallStream, the export's window): "
+            f"{streamed['seconds']:.1f} s = {streamed['seconds'] / read['seconds']:.2f} of FlowReader; "
+            f"peak RSS {mb(streamed['vmhwm_mb'])}"
+        )
     print(f"total {time.perf_counter() - began:.0f} s")
     return 0
 
