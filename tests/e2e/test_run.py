@@ -27,12 +27,10 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-import trustme
 from mitmproxy.http import HTTPFlow
 from mitmproxy.io import FlowReader
 
@@ -44,10 +42,9 @@ from tests.support.processes import (
     ServerProcess,
     child_env,
     start_server,
-    stop_process,
-    wait_listening,
 )
-from tests.support.proxy import Mitmdump, free_port, start_mitmdump
+from tests.support.proxy import Mitmdump, start_mitmdump
+from tests.support.tls import Tls, https_mcp_server, make_tls
 
 pytestmark = pytest.mark.e2e
 
@@ -67,39 +64,16 @@ NEEDS_NODE = pytest.mark.skipif(
 )
 
 
-@dataclass
-class Tls:
-    ca_file: Path
-    cert_file: Path
-    key_file: Path
-
-
 @pytest.fixture(scope="module")
 def tls(tmp_path_factory: pytest.TempPathFactory) -> Tls:
-    folder = tmp_path_factory.mktemp("tls")
-    ca = trustme.CA()
-    cert = ca.issue_cert("127.0.0.1", "localhost")
-    files = Tls(folder / "ca.pem", folder / "server.pem", folder / "server.key")
-    ca.cert_pem.write_to_path(str(files.ca_file))
-    cert.private_key_pem.write_to_path(str(files.key_file))
-    for n, pem in enumerate(cert.cert_chain_pems):
-        pem.write_to_path(str(files.cert_file), append=n > 0)
-    return files
+    return make_tls(tmp_path_factory.mktemp("tls"))
 
 
 @pytest.fixture(scope="module")
 def https_url(tls: Tls, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The test MCP server (stateless) over TLS, by hypercorn."""
-    port, log = free_port(), tmp_path_factory.mktemp("hypercorn") / "hypercorn.log"
-    argv = [sys.executable, "-m", "hypercorn", "--bind", f"127.0.0.1:{port}", "--certfile", str(tls.cert_file)]
-    argv += ["--keyfile", str(tls.key_file), "tests.support.mcp_server:build_app('stateless')"]
-    with log.open("wb") as out:
-        process = subprocess.Popen(argv, cwd=REPO_ROOT, env=child_env(), stdout=out, stderr=subprocess.STDOUT)
-    try:
-        wait_listening(process, port, log, 30, "hypercorn")
+    with https_mcp_server(tls, tmp_path_factory.mktemp("hypercorn")) as port:
         yield f"https://127.0.0.1:{port}/mcp"
-    finally:
-        stop_process(process)
 
 
 @pytest.fixture(scope="module")

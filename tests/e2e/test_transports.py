@@ -25,7 +25,6 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,13 +34,13 @@ import h2.errors
 import h2.events
 import httpx2
 import pytest
-import trustme
 
 from mcp_blackbox.analyzer.analysis import analyze
 from tests.support.h2_sse_server import H2SseServer
-from tests.support.processes import REPO_ROOT, child_env, run_json_command, stop_process, wait_listening
-from tests.support.proxy import Mitmdump, free_port, start_mitmdump
+from tests.support.processes import REPO_ROOT, run_json_command
+from tests.support.proxy import Mitmdump, start_mitmdump
 from tests.support.raw_http import mcp_headers
+from tests.support.tls import Tls, https_mcp_server, make_tls
 
 pytestmark = pytest.mark.e2e
 
@@ -60,41 +59,16 @@ EXPECTED = {
 }
 
 
-@dataclass
-class Tls:
-    ca: trustme.CA
-    ca_file: Path
-    cert_file: Path
-    key_file: Path
-
-
 @pytest.fixture(scope="module")
 def tls(tmp_path_factory: pytest.TempPathFactory) -> Tls:
-    folder = tmp_path_factory.mktemp("tls")
-    ca = trustme.CA()
-    cert = ca.issue_cert("127.0.0.1", "localhost")
-    ca_file, cert_file, key_file = folder / "ca.pem", folder / "server.pem", folder / "server.key"
-    ca.cert_pem.write_to_path(str(ca_file))
-    cert.private_key_pem.write_to_path(str(key_file))
-    cert.cert_chain_pems[0].write_to_path(str(cert_file))
-    for extra in cert.cert_chain_pems[1:]:
-        extra.write_to_path(str(cert_file), append=True)
-    return Tls(ca, ca_file, cert_file, key_file)
+    return make_tls(tmp_path_factory.mktemp("tls"))
 
 
 @pytest.fixture(scope="module")
 def https_server(tls: Tls, tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
     """The test MCP server (stateless) served by hypercorn over TLS, offering h2 and http/1.1."""
-    port, log = free_port(), tmp_path_factory.mktemp("hypercorn") / "hypercorn.log"
-    argv = [sys.executable, "-m", "hypercorn", "--bind", f"127.0.0.1:{port}", "--certfile", str(tls.cert_file)]
-    argv += ["--keyfile", str(tls.key_file), "tests.support.mcp_server:build_app('stateless')"]
-    with log.open("wb") as out:
-        process = subprocess.Popen(argv, cwd=REPO_ROOT, env=child_env(), stdout=out, stderr=subprocess.STDOUT)
-    try:
-        wait_listening(process, port, log, 30, "hypercorn")
+    with https_mcp_server(tls, tmp_path_factory.mktemp("hypercorn")) as port:
         yield port
-    finally:
-        stop_process(process)
 
 
 def verdicts(flow_file: Path) -> dict[str, str]:
