@@ -1,9 +1,11 @@
 """``summary --format markdown``: the capture's story for an incident document.
 
 Sections in the order a review reads them: what was captured, what failed (by
-layer, with the first failure's time), retries and who made them, writes
-executed more than once, unsafe replays, top errors, and what the capture
-could not show. Calls are named by their stable ids (analyzer/call_ids.py), so
+layer, with the first failure's time), successes in doubt (a flag of
+``DOUBTED_SUCCESS``: a swallowed exception on stderr, an empty result, an
+error-looking text), retries and who made them, writes executed more than
+once, unsafe replays, top errors, calls without an answer, and what the
+capture could not show. Calls are named by their stable ids (analyzer/call_ids.py), so
 the document and the HTML report point at the same calls.
 
 Captured text (tool names, error messages, client names) is untrusted: the
@@ -24,7 +26,7 @@ from mcp_blackbox.analyzer.anatomy import describe
 from mcp_blackbox.analyzer.captured import captured_facts
 from mcp_blackbox.analyzer.check import short_sources
 from mcp_blackbox.analyzer.export import iter_records
-from mcp_blackbox.analyzer.vocabulary import Layer, RetryOrigin, Safety, is_failure
+from mcp_blackbox.analyzer.vocabulary import DOUBTED_SUCCESS, Layer, RetryOrigin, Safety, is_failure
 from mcp_blackbox.analyzer.wallclock import iso_utc
 
 LISTED = 20  # rows of one list before "and N more"
@@ -55,6 +57,7 @@ def summary_markdown(analysis: Analysis, paths: list[str], *, redact: bool = Tru
         ["# MCP capture summary", ""],
         _captured(analysis, paths, records),
         _failed(records),
+        _doubted(records),
         _retries(groups),
         _duplicates(analysis),
         _unsafe(groups),
@@ -106,6 +109,18 @@ def _failed(records: list[dict[str, Any]]) -> list[str]:
             f"| {in_layer[0]['started_at']} | {refs(r['call_id'] for r in in_layer)} |"
         )
     return [*lines, ""]
+
+
+def _doubted(records: list[dict[str, Any]]) -> list[str]:
+    lines = ["## Successes in doubt", ""]
+    doubted = [r for r in records if not is_failure(r["outcome"]) and DOUBTED_SUCCESS.intersection(r["flags"])]
+    if not doubted:
+        return [*lines, "None: no call that succeeded carries a flag that doubts it.", ""]
+    for record in doubted[:LISTED]:
+        flags = ", ".join(f for f in record["flags"] if f in DOUBTED_SUCCESS)
+        head = f"- {ref(record['call_id'])} {_what(record)}, {record['outcome']} but {flags}"
+        lines.append(f"{head}: {text(record['reason'])}")
+    return lines + _more(len(doubted)) + [""]
 
 
 def _retries(groups: list[dict[str, Any]]) -> list[str]:

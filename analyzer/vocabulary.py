@@ -155,6 +155,19 @@ _FLAG_DESCRIPTIONS: dict[Flag, str] = {
 }
 
 
+# Flags that put a success in doubt: the call did not fail by its outcome, but what came back (or what the
+# server wrote meanwhile) says something went wrong. The incident document lists such calls apart.
+DOUBTED_SUCCESS = frozenset(
+    {
+        Flag.HTTP_STATUS_MISMATCH,
+        Flag.SUSPECT_SOFT_ERROR,
+        Flag.EMPTY_RESULT,
+        Flag.OUTPUT_SCHEMA_VIOLATION,
+        Flag.STDERR_DURING_CALL,
+    }
+)
+
+
 class RetryOrigin(StrEnum):
     """Who (or what) made a repeated attempt."""
 

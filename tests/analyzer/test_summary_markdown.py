@@ -21,6 +21,7 @@ RETRY_AFTER_503 = "sample_captures/py-app-retry-after-503.flows"
 SECTIONS = [
     "What was captured",
     "What failed",
+    "Successes in doubt",
     "Retries and who made them",
     "Writes executed more than once",
     "Unsafe replays",
@@ -111,3 +112,26 @@ def test_secrets_in_quoted_errors_are_redacted(tmp_path: Path) -> None:
     analysis = analyze([str(write(tmp_path, exchange(tool_call(1, "echo"), status=401, body=body)))])
     assert secret not in summary_markdown(analysis, ["capture.flows"])
     assert secret in summary_markdown(analysis, ["capture.flows"], redact=False)
+
+
+def test_a_swallowed_exception_is_a_success_in_doubt_and_a_clean_call_that_logs_is_not() -> None:
+    """The stdio sample: the client got a success from `swallow` (an empty result, a traceback on stderr) and from
+    `chatty` (a result, an info line on stderr): only the first is in doubt."""
+    sample = "sample_captures/stdio-faults.stdio.jsonl"
+    client = json.loads((REPO / "sample_captures/stdio-faults.stdio.client.json").read_text())
+    tools = [step.get("tool") for run in client["runs"] for step in run["steps"] if step.get("op") == "call"]
+    assert {"swallow", "chatty"} <= set(tools)
+    analysis = analyze([REPO / sample])
+    markdown = summary_markdown(analysis, [sample])
+    section = markdown.split("## Successes in doubt", 1)[1].split("\n## ", 1)[0]
+    by_tool = {c["tool"]: c for c in analysis.calls if c["method"] == "tools/call"}
+    assert by_tool["swallow"]["outcome"] == "TOOL_SUCCESS" and by_tool["chatty"]["outcome"] == "TOOL_SUCCESS"
+    assert f"`{by_tool['swallow']['call_id']}` tools/call swallow, TOOL_SUCCESS but " in section
+    assert "STDERR_DURING_CALL" in section
+    assert by_tool["chatty"]["call_id"] not in section
+    assert (
+        "None:"
+        in summary_markdown(analyze([REPO / RETRY_AFTER_503]), [RETRY_AFTER_503])
+        .split("## Successes in doubt", 1)[1]
+        .split("\n## ", 1)[0]
+    )
