@@ -347,7 +347,10 @@ def test_sigterm_with_many_streams_open(tmp_path: Path, record_property: Record)
         # The file holds what the client had when the signal went, plus what was already on its way
         # (the client read that afterwards): exactly what the client got, and only upstream bytes.
         assert body.startswith(before), f"stream {spec.id}: the flow lacks bytes the client had"
-        assert body == bytes(exchange.received), f"stream {spec.id}: the flow and the client disagree"
+        assert body == bytes(exchange.received), (
+            f"stream {spec.id}: the flow and the client disagree: {len(body)} bytes in the flow, "
+            f"{len(exchange.received)} received, {len(before)} at the signal"
+        )
         assert spec.body().startswith(body), f"stream {spec.id}: the flow holds bytes the upstream did not send"
         assert stream["bytes"] == stream["stored_bytes"] == len(body) == sum(n for _, n in stream["chunks"])
         late += len(body) > len(before)
