@@ -520,6 +520,12 @@ def test_sigkill_of_the_wrapper_leaves_a_readable_capture(tmp_path: Path, procs:
         proc.stdin.write(json.dumps(message).encode() + b"\n")
     proc.stdin.flush()
     read_until(proc.stdout.fileno(), b'"id":2')
+    # The wrapper passes a line on before it records it (the client never waits for the capture), so the
+    # kill waits for the answer's record: what is tested is that a SIGKILL loses nothing already written.
+    deadline = time.monotonic() + 10
+    while 2 not in [m.get("id") for _, m in messages(read(capture)[1], fmt.STDOUT)]:
+        assert time.monotonic() < deadline, "the answer the client got was never recorded"
+        time.sleep(0.01)
     proc.kill()
     proc.wait(timeout=10)
 
