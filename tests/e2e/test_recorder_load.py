@@ -337,28 +337,32 @@ def test_sigterm_with_many_streams_open(tmp_path: Path, record_property: Record)
     assert open_streams == count
     flows = flows_by_id(proxy)
     assert len(flows) == count
-    kept = late = 0
+    kept = late = after = 0
     for spec, exchange, before in zip(specs, exchanges, at_stop, strict=True):
         assert not exchange.complete, f"stream {spec.id} ended although mitmdump was stopped"
         flow = flows[spec.id]
         stream = stream_record(flow)
         body = flow.response.raw_content
         assert stream["ended"] == "proxy-shutdown", (spec.id, stream["ended"])
-        # The file holds what the client had when the signal went, plus what was already on its way
-        # (the client read that afterwards): exactly what the client got, and only upstream bytes.
+        # The file holds what the client had when the signal went, and only bytes the client got: the body is
+        # kept when mitmproxy calls the recorder's done hook, and mitmproxy may still pass on chunks already in
+        # flight before it closes the connections (seen in CI: 1,762 bytes, some 100 ms of events), which the
+        # client reads and the file does not hold (docs/ARCHITECTURE.md, "proxy-shutdown").
         assert body.startswith(before), f"stream {spec.id}: the flow lacks bytes the client had"
-        assert body == bytes(exchange.received), (
-            f"stream {spec.id}: the flow and the client disagree: {len(body)} bytes in the flow, "
+        assert bytes(exchange.received).startswith(body), (
+            f"stream {spec.id}: the flow holds bytes the client never got: {len(body)} bytes in the flow, "
             f"{len(exchange.received)} received, {len(before)} at the signal"
         )
         assert spec.body().startswith(body), f"stream {spec.id}: the flow holds bytes the upstream did not send"
         assert stream["bytes"] == stream["stored_bytes"] == len(body) == sum(n for _, n in stream["chunks"])
         late += len(body) > len(before)
+        after += len(exchange.received) - len(body)
         kept += len(body)
     assert_no_addon_errors(proxy)
     print(
         f"\nSIGTERM with {count} streams open: all {count} in the file, ended proxy-shutdown, {kept} bytes kept "
-        f"and equal to what each client got (clients that read more after the signal: {late})"
+        f"(clients that read more after the signal: {late}; bytes clients read after the shutdown snapshot: {after})"
     )
     record_property("sigterm_streams", count)
     record_property("sigterm_bytes_kept", kept)
+    record_property("sigterm_bytes_after_snapshot", after)
