@@ -240,8 +240,6 @@ IGNORES_PROXY = {
 def test_a_client_that_ignores_the_proxy_gets_the_message(
     client: str, http_server: ServerProcess, tmp_path: Path
 ) -> None:
-    if client.startswith("node") and shutil.which("node") is None:
-        pytest.skip("node")
     argv = [*IGNORES_PROXY[client], http_server.url("/mcp")]
     capture = tmp_path / "nothing.flows"
     done = run_blackbox(["-w", str(capture)], argv)
