@@ -346,7 +346,7 @@ def test_sigterm_with_many_streams_open(tmp_path: Path, record_property: Record)
         assert stream["ended"] == "proxy-shutdown", (spec.id, stream["ended"])
         # The file holds what the client had when the signal went, and only bytes the client got: the body is
         # kept when mitmproxy calls the recorder's done hook, and mitmproxy may still pass on chunks already in
-        # flight before it closes the connections (seen in CI: 1,762 bytes, some 100 ms of events), which the
+        # flight before it closes the connections (seen under load: 1,762 bytes, some 100 ms of events), which the
         # client reads and the file does not hold (docs/ARCHITECTURE.md, "proxy-shutdown").
         assert body.startswith(before), f"stream {spec.id}: the flow lacks bytes the client had"
         assert bytes(exchange.received).startswith(body), (
