@@ -57,11 +57,13 @@ test-fast: $(STAMP)
 	$(BIN)/pytest tests/unit tests/analyzer tests/fuzz tests/test_sample_captures.py tests/test_synthetic_capture.py \
 		-m "not e2e and not load" --deselect tests/fuzz/test_fuzz_escaping.py::test_captured_text_in_chromium
 
-# mypy cannot follow the editable install's package-dir mapping: it reads mcp_blackbox through the committed
-# links in typecheck/ (pyproject.toml's mypy_path).
+# mypy and import-linter cannot follow the editable install's package-dir mapping: they read mcp_blackbox
+# through the committed links in typecheck/ (pyproject.toml's mypy_path; PYTHONPATH for lint-imports).
 lint: $(STAMP)
 	$(BIN)/ruff check .
-	$(BIN)/mypy -p mcp_blackbox.addon -p mcp_blackbox.analyzer -p tests.support -p tests.truth
+	$(BIN)/ruff format --check .
+	PYTHONPATH=typecheck $(BIN)/lint-imports --no-cache
+	$(BIN)/mypy -p mcp_blackbox.addon -p mcp_blackbox.analyzer -p mcp_blackbox.cli -p tests.support -p tests.truth
 
 bench-addon: $(STAMP)
 	$(BIN)/python tests/benchmarks/bench_addon.py

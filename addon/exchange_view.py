@@ -12,15 +12,15 @@ from urllib.parse import parse_qsl
 
 from mitmproxy import http
 
-from mcp_blackbox.addon.jsonrpc import (
+from mcp_blackbox.addon.mcp_detect import decoded_body
+from mcp_blackbox.addon.stream_tap import StreamTap
+from mcp_blackbox.analyzer.calls.live import LiveVerdict
+from mcp_blackbox.analyzer.wire.jsonrpc import (
     JsonObject,
     is_response,
     tool_name,
 )
-from mcp_blackbox.addon.mcp_detect import decoded_body
-from mcp_blackbox.addon.sse_framing import SseEvent, split_sse
-from mcp_blackbox.addon.stream_tap import StreamTap
-from mcp_blackbox.analyzer.live import LiveVerdict
+from mcp_blackbox.analyzer.wire.sse_framing import SseEvent, split_sse
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,13 @@ from urllib.parse import urljoin, urlsplit
 
 from mitmproxy import http
 
-from mcp_blackbox.addon.jsonrpc import MCP_REQUEST_HEADERS, JsonObject, is_jsonrpc, is_mcp_method, parse_messages
+from mcp_blackbox.analyzer.wire.jsonrpc import (
+    MCP_REQUEST_HEADERS,
+    JsonObject,
+    is_jsonrpc,
+    is_mcp_method,
+    parse_messages,
+)
 
 # JSON-RPC bodies are small; a large upload is not worth parsing on the proxy's path.
 MAX_PEEK_BYTES = 1 << 20

@@ -48,7 +48,7 @@ from mcp_blackbox.addon.mcp_detect import McpEndpoints, request_messages
 from mcp_blackbox.addon.record_redaction import RecordRedaction
 from mcp_blackbox.addon.rotation import CaptureWriter
 from mcp_blackbox.addon.stream_tap import StreamTap
-from mcp_blackbox.analyzer.live import judge_flow
+from mcp_blackbox.analyzer.calls.live import judge_flow
 
 logger = logging.getLogger("mcp_blackbox")
 

@@ -7,8 +7,8 @@ of a plain (not streamed) response has not yet been sent to the client, so chang
 would change what the client receives. Nothing here changes the live flow: the writer that ``save`` opens
 (at start-up, on a changed option, on each new strftime file name) is replaced by :class:`RedactingWriter`,
 which serializes a *copy* made from the flow's state (``HTTPFlow.from_state(flow.get_state())``: new
-objects, no reference into the live flow) and redacted by ``analyzer/sanitize.py`` with one run's
-pseudonyms (``analyzer/redact.py``). The addon's own writer (``mcp_write``, addon/rotation.py) gets the same
+objects, no reference into the live flow) and redacted by ``analyzer/redaction/sanitize.py`` with one run's
+pseudonyms (``analyzer/redaction/redact.py``). The addon's own writer (``mcp_write``, addon/rotation.py) gets the same
 copy. What mitmweb shows and what goes over the wire stay as they were.
 
 A writer this does not know cannot be redacted, so ``mcp_redact`` refuses to start beside one that would
@@ -27,7 +27,7 @@ from mitmproxy import ctx, exceptions, flowfilter, http
 from mitmproxy import flow as mflow
 from mitmproxy.io import FilteredFlowWriter, tnetstring
 
-from mcp_blackbox.analyzer.sanitize import Sanitizer
+from mcp_blackbox.analyzer.redaction.sanitize import Sanitizer
 
 logger = logging.getLogger("mcp_blackbox")
 

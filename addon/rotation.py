@@ -38,7 +38,7 @@ from mitmproxy.io import tnetstring
 from mitmproxy.utils import human
 
 from mcp_blackbox.addon.mcp_detect import request_messages
-from mcp_blackbox.analyzer.inputs import ROTATED_NAME
+from mcp_blackbox.analyzer.wire.inputs import ROTATED_NAME
 
 logger = logging.getLogger("mcp_blackbox")
 

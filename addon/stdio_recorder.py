@@ -4,7 +4,7 @@ Put in place of an MCP server's command in a client's configuration, it starts C
 stands between the two on all three pipes. Each pipe has its own thread that reads whatever is there
 (``os.read``) and writes it on at once, before anything else is done with it: no newline or whole message
 is waited for, so the pass-through is byte for byte and never held back by the recording. Only then are
-the bytes split into lines and each line written to the capture with its times (``addon/stdio_capture.py``
+the bytes split into lines and each line written to the capture with its times (``analyzer/wire/stdio_capture.py``
 has the format; docs/ARCHITECTURE.md, "stdio capture format", describes it).
 
 A thread per pipe rather than one select loop: a peer that stops reading blocks only the pipe it stopped
@@ -34,7 +34,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from mcp_blackbox.addon import stdio_capture as fmt
+from mcp_blackbox.analyzer.wire import stdio_capture as fmt
 
 CHUNK = 64 * 1024  # a pipe's default capacity on Linux: one read takes whatever a writer could queue
 FILE_MODE = 0o600

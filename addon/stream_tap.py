@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from mcp_blackbox.addon.sse_framing import split_sse
+from mcp_blackbox.analyzer.wire.sse_framing import split_sse
 
 # Beyond this many chunks only totals are kept: a day-long stream must not grow
 # the metadata without bound.

@@ -39,8 +39,8 @@ if str(REPO) not in sys.path:
 from mitmproxy import io as flow_io  # noqa: E402
 from mitmproxy.http import HTTPFlow  # noqa: E402
 
-from mcp_blackbox.addon.jsonrpc import parse_messages  # noqa: E402
-from mcp_blackbox.addon.sse_framing import split_sse  # noqa: E402
+from mcp_blackbox.analyzer.wire.jsonrpc import parse_messages  # noqa: E402
+from mcp_blackbox.analyzer.wire.sse_framing import split_sse  # noqa: E402
 from tests.support.processes import run_py_client, run_ts_client, start_server  # noqa: E402
 from tests.support.proxy import start_mitmdump  # noqa: E402
 from tests.support.raw_http import Control  # noqa: E402
@@ -477,8 +477,6 @@ BY_NAME = {s.name: s for s in SCENARIOS}
 # ---------------------------------------------------------------- proxies
 
 
-
-
 # ---------------------------------------------------------------- recording
 
 
@@ -726,8 +724,10 @@ def notable(descriptions: list[dict[str, Any]]) -> str:
         elif d["method"] == "DELETE":
             notes.append(f"DELETE → {d['status']}")
     if closed_after_answer:
-        notes.append(f"{closed_after_answer} POST stream(s) closed by the client right after the final response "
-                     "(ended client-abort)")
+        notes.append(
+            f"{closed_after_answer} POST stream(s) closed by the client right after the final response "
+            "(ended client-abort)"
+        )
     if not any(d["meta"] for d in descriptions):
         notes.append("no mcp_blackbox metadata")
     return "; ".join(_dedupe(notes))
@@ -799,7 +799,6 @@ def table_and_listing() -> tuple[str, str, list[str]]:
         listing += ["```", ""]
         listing += [f"Client saw: {'; '.join(_outcome_line(run) for run in runs)}", ""] if runs else []
     return "\n".join(rows), "\n".join(listing).rstrip(), missing
-
 
 
 def replace_between(text: str, marker: str, content: str) -> str:

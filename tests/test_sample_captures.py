@@ -17,8 +17,8 @@ import pytest
 from mitmproxy import io as flow_io
 from mitmproxy.http import HTTPFlow
 
-from mcp_blackbox.addon.jsonrpc import parse_messages
-from mcp_blackbox.addon.sse_framing import SseEvent, split_sse
+from mcp_blackbox.analyzer.wire.jsonrpc import parse_messages
+from mcp_blackbox.analyzer.wire.sse_framing import SseEvent, split_sse
 
 SAMPLES = Path(__file__).resolve().parents[1] / "sample_captures"
 KEY = "mcp_blackbox"
@@ -374,8 +374,8 @@ def test_plain_mitmdump_has_no_metadata_and_buffered_sse() -> None:
 def test_stdio_sample() -> None:
     """The stdio sample (record --stdio around the TypeScript SDK server, the Python SDK client): read whole, and
     analyzed as what the client saw and what each tool does (tests/clients/ts/stdio_server.mjs)."""
-    from mcp_blackbox.addon import stdio_capture
     from mcp_blackbox.analyzer import analyze
+    from mcp_blackbox.analyzer.wire import stdio_capture
 
     path = SAMPLES / (STDIO_SAMPLE + ".jsonl")
     assert path.stat().st_size < 200_000 and stdio_capture.is_stdio_capture(path)

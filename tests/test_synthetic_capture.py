@@ -20,7 +20,7 @@ from mitmproxy import tcp
 from mitmproxy.http import HTTPFlow
 from mitmproxy.io import tnetstring
 
-from mcp_blackbox.addon.sse_framing import split_sse
+from mcp_blackbox.analyzer.wire.sse_framing import split_sse
 from tests.benchmarks import synthetic_capture
 
 CALLS = 300

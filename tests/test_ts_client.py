@@ -37,9 +37,7 @@ def _node() -> str:
     if node is None:
         pytest.fail("node is not on PATH; the TS client tests need Node >= 18 (see the Makefile)")
     if not SDK_PACKAGE.exists():
-        pytest.fail(
-            f"{TS_DIR / 'node_modules'} is missing: run `make test` (it runs `npm ci` in tests/clients/ts)"
-        )
+        pytest.fail(f"{TS_DIR / 'node_modules'} is missing: run `make test` (it runs `npm ci` in tests/clients/ts)")
     return node
 
 
@@ -177,9 +175,13 @@ def _http_stub(status: int, body: bytes) -> Iterator[str]:
 
 def test_usage_errors_exit_nonzero() -> None:
     node = _node()
-    for args in ([], ["--url", "http://127.0.0.1:1/mcp"], ["--url", "x", "--steps", "[]"],
-                 ["--url", "http://127.0.0.1:1/mcp", "--steps", '[{"op": "nope"}]'],
-                 ["--url", "http://127.0.0.1:1/mcp", "--steps", "[]", "--transport", "ws"]):
+    for args in (
+        [],
+        ["--url", "http://127.0.0.1:1/mcp"],
+        ["--url", "x", "--steps", "[]"],
+        ["--url", "http://127.0.0.1:1/mcp", "--steps", '[{"op": "nope"}]'],
+        ["--url", "http://127.0.0.1:1/mcp", "--steps", "[]", "--transport", "ws"],
+    ):
         proc = subprocess.run([node, str(CLIENT), *args], capture_output=True, text=True, timeout=30)
         assert proc.returncode == 2, (args, proc.stdout, proc.stderr)
         assert proc.stdout == ""

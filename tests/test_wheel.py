@@ -124,13 +124,16 @@ class Installed:
 
 
 def package_sources() -> dict[str, set[str]]:
+    """Every file of the package's folders and their sub-packages that the wheel must hold, by path."""
     return {
         folder: {
-            p.name
-            for p in (REPO / folder).iterdir()
-            if p.suffix in {".py", ".j2", ".js", ".css"} and not p.name.startswith(".")  # not editors' lock files
+            p.relative_to(REPO / folder).as_posix()
+            for p in (REPO / folder).rglob("*")
+            if (p.suffix in {".py", ".j2", ".js", ".css", ".mjs"} or p.name == "py.typed")
+            and not p.name.startswith(".")  # not editors' lock files
+            and "__pycache__" not in p.parts
         }
-        for folder in ("addon", "analyzer", "templates")
+        for folder in ("addon", "analyzer", "cli", "templates")
     }
 
 
@@ -374,11 +377,13 @@ def test_library_imports_the_installed_package_despite_a_local_analyzer_py(
         "from mcp_blackbox.analyzer import analyze\n"
         "result = analyze(['capture.flows'])\n"
         "print(json.dumps({'analyzer': mcp_blackbox.analyzer.__file__, 'templates': mcp_blackbox.templates.__file__,\n"
+        "                  'version': mcp_blackbox.analyzer.__version__,\n"
         "                  'outcomes': sorted(call['outcome'] for call in result.calls)}))\n"
     )
     seen = json.loads(succeeded(installed.python(code)).stdout)
     for module in ("analyzer", "templates"):
         assert Path(seen[module]).is_relative_to(installed.site_packages), seen
+    assert seen["version"] == VERSION
     assert seen["outcomes"] == sorted(["SUCCESS", "ACCEPTED", "SUCCESS", *EXPECTED_TOOL_OUTCOMES.values()])
 
 

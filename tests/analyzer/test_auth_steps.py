@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from mcp_blackbox.analyzer import analyze
-from mcp_blackbox.analyzer.export import write_json
+from mcp_blackbox.analyzer.outputs.export import write_json
 from tests.analyzer.flows import exchange, result, text_result, tool_call, write
 
 UA = {"user-agent": "client/1"}

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from mcp_blackbox.analyzer import analyze
-from mcp_blackbox.analyzer.check import DEFAULT_FAIL_ON, FLAGS, LAYERS, OUTCOMES, matching_calls, parse_fail_on
-from mcp_blackbox.analyzer.summary_text import summary_text
+from mcp_blackbox.analyzer.review.check import DEFAULT_FAIL_ON, FLAGS, LAYERS, OUTCOMES, matching_calls, parse_fail_on
+from mcp_blackbox.analyzer.review.summary_text import summary_text
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLES = REPO / "sample_captures"

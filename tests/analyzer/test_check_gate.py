@@ -21,7 +21,8 @@ from junitparser import Error, Failure, JUnitXml
 from markdown_it import MarkdownIt
 
 from mcp_blackbox.analyzer import analyze
-from mcp_blackbox.analyzer.check import (
+from mcp_blackbox.analyzer.redaction.redact import redact_text
+from mcp_blackbox.analyzer.review.check import (
     FLAGS,
     LAYERS,
     OUTCOMES,
@@ -30,8 +31,7 @@ from mcp_blackbox.analyzer.check import (
     parse_allow,
     parse_allowance,
 )
-from mcp_blackbox.analyzer.check_formats import escape_data, escape_property
-from mcp_blackbox.analyzer.redact import redact_text
+from mcp_blackbox.analyzer.review.check_formats import escape_data, escape_property
 from tests.analyzer.flows import error, exchange, rpc, tool_call, write
 from tests.analyzer.test_check_and_summary import ALL_SAMPLES, CALL_ID, REPO, RETRY_AFTER_503, SAMPLES, cli, relative
 

@@ -170,7 +170,7 @@ def test_client_identity_is_exported_as_json_in_csv(tmp_path: Path) -> None:
     import io
     import json
 
-    from mcp_blackbox.analyzer.export import write_csv
+    from mcp_blackbox.analyzer.outputs.export import write_csv
 
     analysis = analysis_of(tmp_path, initialize("A", 100.0))
     out = io.StringIO()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from mcp_blackbox.analyzer.analysis import analyze
+from mcp_blackbox.analyzer.outputs.analysis import analyze
 from tests.analyzer.flows import exchange, tool_call, write
 
 CUT = (

@@ -7,8 +7,8 @@ from typing import Any
 
 from mitmproxy.http import HTTPFlow
 
-from mcp_blackbox.analyzer.analysis import analyze
-from mcp_blackbox.analyzer.diff import Side, diff, percentile
+from mcp_blackbox.analyzer.outputs.analysis import analyze
+from mcp_blackbox.analyzer.review.diff import Side, diff, percentile
 from tests.analyzer.flows import error, exchange, result, rpc, text_result, write
 
 

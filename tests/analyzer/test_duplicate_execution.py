@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from mcp_blackbox.analyzer import analyze
-from mcp_blackbox.analyzer.check import DEFAULT_FAIL_ON, matching_calls
-from mcp_blackbox.analyzer.summary_text import summary_text
+from mcp_blackbox.analyzer.review.check import DEFAULT_FAIL_ON, matching_calls
+from mcp_blackbox.analyzer.review.summary_text import summary_text
 from tests.analyzer.flows import exchange, result, rpc, sse, text_result, tool_call, write
 
 UA = {"user-agent": "app/1"}

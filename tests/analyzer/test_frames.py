@@ -7,7 +7,7 @@ from pathlib import Path
 import pandas as pd
 
 from mcp_blackbox.analyzer import analyze
-from mcp_blackbox.analyzer.vocabulary import Outcome, Safety
+from mcp_blackbox.analyzer.model.vocabulary import Outcome, Safety
 from tests.analyzer.flows import error, exchange, result, rpc, text_result, tool_call, write
 
 SAMPLES = Path(__file__).resolve().parents[2] / "sample_captures"

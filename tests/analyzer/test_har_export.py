@@ -1,4 +1,4 @@
-"""HAR out (analyzer/har_export.py): HAR 1.2 by mitmproxy's writer, each entry's verdicts in `_mcp`; the HAR
+"""HAR out (analyzer/outputs/har_export.py): HAR 1.2 by mitmproxy's writer, each entry's verdicts in `_mcp`; the HAR
 analyzes as the capture did (same call ids and verdicts), and `_mcp` says what the export says."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from mcp_blackbox.analyzer import analyze
-from mcp_blackbox.analyzer.cli import main
+from mcp_blackbox.cli.main import main
 from tests.analyzer.flows import error, exchange, result, rpc, tool_call, write
 
 SAMPLES = Path(__file__).resolve().parents[2] / "sample_captures"

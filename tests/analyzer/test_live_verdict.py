@@ -15,9 +15,9 @@ import pytest
 from mitmproxy import io as flow_io
 
 from mcp_blackbox.analyzer import analyze
-from mcp_blackbox.analyzer.live import judge_flow
-from mcp_blackbox.analyzer.records import C2S, Call
-from mcp_blackbox.analyzer.vocabulary import Flag, is_failure
+from mcp_blackbox.analyzer.calls.live import judge_flow
+from mcp_blackbox.analyzer.model.records import C2S, Call
+from mcp_blackbox.analyzer.model.vocabulary import Flag, is_failure
 
 SAMPLES = sorted((Path(__file__).resolve().parents[2] / "sample_captures").glob("*.flows"))
 

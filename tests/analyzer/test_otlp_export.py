@@ -1,5 +1,6 @@
-"""OpenTelemetry out (analyzer/otlp.py): what `export --otlp-endpoint` POSTs, decoded by a receiver in the test with
-opentelemetry-proto, and what `export --format otlp` writes, read back with protobuf's json_format."""
+"""OpenTelemetry out (analyzer/outputs/otlp.py): what `export --otlp-endpoint` POSTs, decoded by a receiver
+in the test with opentelemetry-proto, and what `export --format otlp` writes, read back with protobuf's
+json_format."""
 
 from __future__ import annotations
 
@@ -20,9 +21,9 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
 from mcp_blackbox.analyzer import analyze
-from mcp_blackbox.analyzer.cli import main
-from mcp_blackbox.analyzer.otlp import INSTALL_HINT, from_otlp_json, span_name
-from mcp_blackbox.analyzer.vocabulary import Outcome, is_failure
+from mcp_blackbox.analyzer.model.vocabulary import Outcome, is_failure
+from mcp_blackbox.analyzer.outputs.otlp import INSTALL_HINT, from_otlp_json, span_name
+from mcp_blackbox.cli.main import main
 from tests.analyzer.flows import error, exchange, result, rpc, text_result, tool_call, write
 
 SAMPLES = Path(__file__).resolve().parents[2] / "sample_captures"

@@ -1,4 +1,4 @@
-"""Decoding in worker processes (analyzer/parallel.py) gives the sequential analysis, exactly.
+"""Decoding in worker processes (analyzer/read/parallel.py) gives the sequential analysis, exactly.
 
 With the size threshold forced to 0 and segments of a few kB, every input below is analyzed both ways
 (MCP_BLACKBOX_WORKERS=1: sequential; =2: workers) and compared: the export records, retry groups,
@@ -21,9 +21,10 @@ from typing import Any
 
 import pytest
 
-from mcp_blackbox.analyzer import analyze, parallel
-from mcp_blackbox.analyzer import call_stream as call_stream_module
-from mcp_blackbox.analyzer.export import iter_records
+from mcp_blackbox.analyzer import analyze
+from mcp_blackbox.analyzer.across import call_stream as call_stream_module
+from mcp_blackbox.analyzer.outputs.export import iter_records
+from mcp_blackbox.analyzer.read import parallel
 from tests.benchmarks import synthetic_capture
 
 REPO = Path(__file__).resolve().parents[2]

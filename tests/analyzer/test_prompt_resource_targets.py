@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from mcp_blackbox.analyzer.analysis import analyze
-from mcp_blackbox.analyzer.export import iter_records
+from mcp_blackbox.analyzer.outputs.analysis import analyze
+from mcp_blackbox.analyzer.outputs.export import iter_records
 from tests.analyzer.flows import exchange, result, rpc, write
 
 KEY = "sk-live-0123456789abcdef0123"
@@ -36,7 +36,7 @@ def test_the_export_names_the_prompt_and_the_resource(tmp_path: Path) -> None:
 
 def test_spans_carry_them_as_the_conventions_name_them(tmp_path: Path) -> None:
     pytest.importorskip("opentelemetry.sdk")
-    from mcp_blackbox.analyzer.otlp import iter_spans
+    from mcp_blackbox.analyzer.outputs.otlp import iter_spans
 
     spans = [span for batch in iter_spans(analyze([capture(tmp_path)])) for span in batch]
     by_name = {span.name: span for span in spans}

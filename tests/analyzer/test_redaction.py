@@ -1,6 +1,6 @@
 """Redaction keeps MCP and LLM-API fields that only end like a secret, and still takes out every secret.
 
-One name rule (analyzer/redact.py, ``is_secret_name``) decides for headers, JSON members, query parameters
+One name rule (analyzer/redaction/redact.py, ``is_secret_name``) decides for headers, JSON members, query parameters
 and ``name=value`` / ``"name": "value"`` in free text, so each place is checked with the same names.
 """
 
@@ -14,9 +14,16 @@ from typing import Any
 import pytest
 
 from mcp_blackbox.analyzer import analyze
-from mcp_blackbox.analyzer.export import write_json
-from mcp_blackbox.analyzer.redact import is_secret_name, marker, redact_headers, redact_json, redact_text, redact_url
-from mcp_blackbox.analyzer.report import build_report
+from mcp_blackbox.analyzer.outputs.export import write_json
+from mcp_blackbox.analyzer.redaction.redact import (
+    is_secret_name,
+    marker,
+    redact_headers,
+    redact_json,
+    redact_text,
+    redact_url,
+)
+from mcp_blackbox.analyzer.review.report import build_report
 from tests.analyzer.flows import error, exchange, result, rpc, sse, text_result, tool_call, write
 
 # Fields of MCP (progress, pagination) and LLM APIs (sampling, usage) that are no secret.

@@ -292,8 +292,16 @@ def test_fallback_from_streamable_http_to_the_2024_transport(tmp_path: Path) -> 
     records, groups = run(
         tmp_path,
         exchange(init, status=405, body=b"", request_headers=AGENT, at=100, duration=0.05),
-        exchange(None, method="GET", path="/sse", body=stream, content_type="text/event-stream", at=100.2, duration=5,
-                 request_headers=AGENT),
+        exchange(
+            None,
+            method="GET",
+            path="/sse",
+            body=stream,
+            content_type="text/event-stream",
+            at=100.2,
+            duration=5,
+            request_headers=AGENT,
+        ),
         exchange(init, path="/messages/?session_id=abc", status=202, body=b"", request_headers=AGENT, at=100.3),
     )
     (group,) = groups

@@ -164,7 +164,7 @@ def test_plain_capture_says_what_it_lacks() -> None:
 
 
 def test_library_entry_point_gives_a_dataframe() -> None:
-    from mcp_blackbox.analyzer.call_record import COLUMNS
+    from mcp_blackbox.analyzer.outputs.call_record import COLUMNS
 
     analysis = analyze([SAMPLES / "ts-protocol-faults.flows", SAMPLES / "py-2026-stateless.flows"])
     frame = analysis.calls_frame

@@ -1,6 +1,7 @@
-"""A capture to share: secrets replaced by consistent pseudonyms (analyzer/sanitize.py, analyzer/redact.py's
-``Pseudonyms``), in every place a flow holds them, the analysis unchanged; and the recorder's ``mcp_redact``,
-which writes the redacted copy through mitmproxy's own -w writer while the live flow stays as it was."""
+"""A capture to share: secrets replaced by consistent pseudonyms (analyzer/redaction/sanitize.py,
+analyzer/redaction/redact.py's ``Pseudonyms``), in every place a flow holds them, the analysis unchanged;
+and the recorder's ``mcp_redact``, which writes the redacted copy through mitmproxy's own -w writer while
+the live flow stays as it was."""
 
 from __future__ import annotations
 
@@ -20,10 +21,10 @@ from mitmproxy.net import encoding
 from mitmproxy.test import taddons, tflow
 
 from mcp_blackbox.analyzer import analyze
-from mcp_blackbox.analyzer.cli import main
-from mcp_blackbox.analyzer.export import write_json
-from mcp_blackbox.analyzer.redact import PSEUDONYM, Pseudonyms
-from mcp_blackbox.analyzer.sanitize import Sanitizer, redact_files
+from mcp_blackbox.analyzer.outputs.export import write_json
+from mcp_blackbox.analyzer.redaction.redact import PSEUDONYM, Pseudonyms
+from mcp_blackbox.analyzer.redaction.sanitize import Sanitizer, redact_files
+from mcp_blackbox.cli.main import main
 from tests.analyzer.flows import error, exchange, result, rpc, sse, text_result, tool_call, write
 
 TOKEN = "tok-live-0123456789abcdef"
@@ -155,7 +156,7 @@ KEYS = [
 @pytest.mark.parametrize("key", KEYS)
 def test_keys_that_say_what_they_are_are_replaced_without_a_name(key: str) -> None:
     """A provider's key returned by a tool as text: in the report (a marker) and in a shared capture."""
-    from mcp_blackbox.analyzer.redact import marker, redact_text
+    from mcp_blackbox.analyzer.redaction.redact import marker, redact_text
 
     assert redact_text(f"here: {key}.") == f"here: {marker(key)}."
     copy = Sanitizer().copy(exchange(tool_call(1), body=result(1, text_result(f"here: {key}."))))
@@ -163,7 +164,7 @@ def test_keys_that_say_what_they_are_are_replaced_without_a_name(key: str) -> No
 
 
 def test_prose_and_ids_are_no_keys() -> None:
-    from mcp_blackbox.analyzer.redact import redact_text
+    from mcp_blackbox.analyzer.redaction.redact import redact_text
 
     for text in ("sk-learn is a library", "task-0123456789abcdefghij0123", "ask-0123456789abcdefghijklm", "AKIA"):
         assert redact_text(text) == text

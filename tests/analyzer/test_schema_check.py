@@ -11,7 +11,7 @@ import pytest
 from pydantic import BaseModel
 
 from mcp_blackbox.analyzer import analyze
-from mcp_blackbox.analyzer.schema_check import (
+from mcp_blackbox.analyzer.calls.schema_check import (
     MAX_CHARS,
     MAX_PROBLEMS,
     SchemaCheck,

@@ -11,10 +11,11 @@ from typing import Any
 
 import pytest
 
-from mcp_blackbox.addon import stdio_capture as fmt
-from mcp_blackbox.analyzer.analysis import CallStream, analyze
-from mcp_blackbox.analyzer.export import iter_records
-from mcp_blackbox.analyzer.stdio_calls import StderrLine, exception_in
+from mcp_blackbox.analyzer.calls.stdio_calls import exception_in
+from mcp_blackbox.analyzer.model.stdio_session import StderrLine
+from mcp_blackbox.analyzer.outputs.analysis import CallStream, analyze
+from mcp_blackbox.analyzer.outputs.export import iter_records
+from mcp_blackbox.analyzer.wire import stdio_capture as fmt
 
 T0 = 1_800_000_000.0
 
@@ -147,7 +148,7 @@ def test_what_shows_an_exception(line: str, shows: bool) -> None:
 
 
 def test_redact_refuses_a_stdio_capture(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from mcp_blackbox.analyzer.cli import main
+    from mcp_blackbox.cli.main import main
 
     cap = Capture(tmp_path / "a.stdio.jsonl")
     cap.line(fmt.STDIN, 0.0, tool_call(1, "echo"))

@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from mcp_blackbox.analyzer import analyze
-from mcp_blackbox.analyzer.export import write_json
-from mcp_blackbox.analyzer.report import build_report
+from mcp_blackbox.analyzer.outputs.export import write_json
+from mcp_blackbox.analyzer.review.report import build_report
 from tests.analyzer.flows import error, exchange, result, tool_call, write
 
 SESSION = {"mcp-session-id": "s1", "user-agent": "client/1"}

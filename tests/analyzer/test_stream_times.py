@@ -7,7 +7,7 @@ import zlib
 import brotli  # type: ignore[import-untyped]
 import pytest
 
-from mcp_blackbox.analyzer.stream_times import encoded_event_times
+from mcp_blackbox.analyzer.read.stream_times import encoded_event_times
 
 EVENTS = [
     f'data: {{"jsonrpc":"2.0","method":"notifications/progress","params":{{"n":{n}}}}}\n\n'.encode() for n in range(5)

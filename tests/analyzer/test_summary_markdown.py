@@ -11,8 +11,8 @@ from typing import Any
 
 from markdown_it import MarkdownIt
 
-from mcp_blackbox.analyzer.analysis import analyze
-from mcp_blackbox.analyzer.summary_markdown import summary_markdown
+from mcp_blackbox.analyzer.outputs.analysis import analyze
+from mcp_blackbox.analyzer.review.summary_markdown import summary_markdown
 from tests.analyzer.flows import exchange, result, text_result, tool_call, write
 
 REPO = Path(__file__).resolve().parents[2]
@@ -38,7 +38,7 @@ def render(markdown: str) -> str:
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "mcp_blackbox.analyzer.cli", *args],
+        [sys.executable, "-m", "mcp_blackbox.cli.main", *args],
         capture_output=True,
         text=True,
         cwd=REPO,

@@ -18,11 +18,11 @@ from typing import Any
 
 import pytest
 
-from mcp_blackbox.analyzer.analysis import CallStream, analyze
-from mcp_blackbox.analyzer.call_stream import NEAR
-from mcp_blackbox.analyzer.cli import main
-from mcp_blackbox.analyzer.export import write_json
-from mcp_blackbox.analyzer.retries import RETRY_WINDOW
+from mcp_blackbox.analyzer.across.call_stream import NEAR
+from mcp_blackbox.analyzer.across.retries import RETRY_WINDOW
+from mcp_blackbox.analyzer.outputs.analysis import CallStream, analyze
+from mcp_blackbox.analyzer.outputs.export import write_json
+from mcp_blackbox.cli.main import main
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import synthetic_capture
@@ -199,7 +199,7 @@ def test_an_http_sse_session_is_awaited_past_the_window(tmp_path: Path, monkeypa
 
 
 def test_the_terminal_summary_reads_a_window_at_a_time(capture: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from mcp_blackbox.analyzer.summary_text import summary_text
+    from mcp_blackbox.analyzer.review.summary_text import summary_text
 
     whole = summary_text(analyze([capture]))
     assert "calls to look at:" in whole and "retry chains:" in whole

@@ -77,7 +77,7 @@ def phase_analyze(path: Path) -> dict[str, Any]:
     sys.path.insert(0, str(REPO))
     try:
         import mcp_blackbox.analyzer
-        import mcp_blackbox.analyzer.export
+        import mcp_blackbox.analyzer.outputs.export
     except Exception as e:  # the analyzer may not exist yet, or not build
         return {"error": f"analyzer not importable: {type(e).__name__}: {e}"}
     imported = time.perf_counter()
@@ -86,7 +86,7 @@ def phase_analyze(path: Path) -> dict[str, Any]:
         result = mcp_blackbox.analyzer.analyze([path])
         analyzed = time.perf_counter()
         with out.open("w", encoding="utf-8") as fp:
-            mcp_blackbox.analyzer.export.write_json(result, fp)
+            mcp_blackbox.analyzer.outputs.export.write_json(result, fp)
         done = time.perf_counter()
         json_bytes = out.stat().st_size
     skipped = getattr(result, "skipped", None)
@@ -106,8 +106,8 @@ def phase_analyze(path: Path) -> dict[str, Any]:
 def phase_export(path: Path) -> dict[str, Any]:
     """What ``mcp-blackbox export F -o calls.json`` does since issue 12: each call written once final."""
     began = time.perf_counter()
-    from mcp_blackbox.analyzer.call_stream import DEFAULT_WINDOW, CallStream
-    from mcp_blackbox.analyzer.export import write_json
+    from mcp_blackbox.analyzer.across.call_stream import DEFAULT_WINDOW, CallStream
+    from mcp_blackbox.analyzer.outputs.export import write_json
 
     imported = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="bench-analyzer-") as tmp, (Path(tmp) / "calls.json").open("w") as fp:

@@ -26,7 +26,7 @@ from bench_analyzer import default_capture  # noqa: E402
 from report_timing import time_to_interactive  # noqa: E402
 from synthetic_capture import generate  # noqa: E402
 
-from mcp_blackbox.analyzer.report import write_report  # noqa: E402
+from mcp_blackbox.analyzer.review.report import write_report  # noqa: E402
 
 
 def measure(label: str, captures: list[Path], out: Path) -> dict[str, float]:

@@ -8,7 +8,7 @@ A benchmark, not a test: it prints numbers and PASS/MISS lines and exits 0 eithe
    1,000,000), written as the recorder rotates its files: a directory of ``mcp-<UTC start>-<n>.flows``
    files of about ``--rotate-mb`` MB each (default 64), each started when the first flow after a
    rotation ends, named by that flow's completion time (``addon/rotation.py``'s ``rotated_name``). The
-   analyzer reads the directory as one capture (``analyzer/inputs.py``). Cached in the temp directory
+   analyzer reads the directory as one capture (``analyzer/wire/inputs.py``). Cached in the temp directory
    under a name holding N, the seed, the client count, the file size and the generator version, and
    reused on the next run (``--regenerate`` writes it again; ``--dir D`` uses D instead).
 2. Phases, each in a fresh Python process (as bench_analyzer.py: imports excluded from the times, peak
@@ -42,7 +42,7 @@ sys.path[:0] = [str(HERE), str(REPO)]
 
 from bench_analyzer import mb, peak_rss_mb  # noqa: E402
 
-from mcp_blackbox.analyzer.analysis import DEFAULT_WINDOW  # noqa: E402
+from mcp_blackbox.analyzer.outputs.analysis import DEFAULT_WINDOW  # noqa: E402
 
 RATIO_GOAL = 0.5
 RSS_GOAL_MB = 500.0
@@ -109,7 +109,7 @@ def ensure_capture(args: argparse.Namespace) -> Path:
 
 
 def capture_files(directory: Path) -> list[Path]:
-    from mcp_blackbox.analyzer.inputs import directory_captures
+    from mcp_blackbox.analyzer.wire.inputs import directory_captures
 
     return [Path(p) for p in directory_captures(directory)]
 
@@ -151,8 +151,8 @@ def phase_read(directory: Path, _: Path | None) -> dict[str, Any]:
 def phase_analyze(directory: Path, _: Path | None) -> dict[str, Any]:
     """What ``mcp-blackbox export DIR -o /dev/null`` does: the calls written as they become final."""
     began = time.perf_counter()
-    from mcp_blackbox.analyzer.analysis import DEFAULT_WINDOW, CallStream
-    from mcp_blackbox.analyzer.export import write_json
+    from mcp_blackbox.analyzer.outputs.analysis import DEFAULT_WINDOW, CallStream
+    from mcp_blackbox.analyzer.outputs.export import write_json
 
     imported = time.perf_counter()
     stream = CallStream([directory], window=DEFAULT_WINDOW)
@@ -172,7 +172,7 @@ def phase_analyze(directory: Path, _: Path | None) -> dict[str, Any]:
 def phase_report(directory: Path, out: Path | None) -> dict[str, Any]:
     assert out is not None
     began = time.perf_counter()
-    from mcp_blackbox.analyzer.report import write_report
+    from mcp_blackbox.analyzer.review.report import write_report
 
     imported = time.perf_counter()
     data = write_report([directory], out)

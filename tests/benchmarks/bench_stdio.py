@@ -41,7 +41,7 @@ sys.path[:0] = [str(HERE), str(REPO)]
 
 from bench_addon import gc_paused, percentile  # noqa: E402
 
-from mcp_blackbox.addon import stdio_capture  # noqa: E402
+from mcp_blackbox.analyzer.wire import stdio_capture  # noqa: E402
 
 WRAPPER = str(Path(sys.executable).with_name("mcp-blackbox"))
 SDK_SERVER = REPO / "tests" / "stdio_servers" / "py_server.py"

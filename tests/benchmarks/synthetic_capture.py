@@ -72,7 +72,13 @@ from mitmproxy import connection, flow, http, tcp
 from mitmproxy import io as flow_io
 from mitmproxy.proxy.mode_specs import ProxyMode
 
-from mcp_blackbox.analyzer.live import judge_flow
+from mcp_blackbox.analyzer.calls.live import judge_flow
+
+# The generator has methods named connection and flow: its annotations name the types through these.
+ClientConnection = connection.Client
+ServerConnection = connection.Server
+Connections = tuple[connection.Client, connection.Server]
+AnyFlow = flow.Flow
 
 GENERATOR_VERSION = 2
 EPOCH = 1_796_000_000.0  # Nov 2026, like the sample captures; fixed so that output is deterministic
@@ -194,12 +200,12 @@ class CaptureGenerator:
 
     # ------------------------------------------------------------------ driving
 
-    def flows(self) -> Iterator[flow.Flow]:
+    def flows(self) -> Iterator[AnyFlow]:
         """Every flow of the capture, in completion order."""
         for _, f in self.timed_flows():
             yield f
 
-    def timed_flows(self) -> Iterator[tuple[float, flow.Flow]]:
+    def timed_flows(self) -> Iterator[tuple[float, AnyFlow]]:
         """Every flow of the capture with its completion time (when the recorder writes it), in that order."""
         lanes = [self._lane(n) for n in range(self.clients)]
         for completed, *_, f in heapq.merge(*lanes):
@@ -212,7 +218,7 @@ class CaptureGenerator:
             self.stats["flows"] += 1
         return self.stats
 
-    def _lane(self, lane: int) -> Iterator[tuple[float, int, int, flow.Flow]]:
+    def _lane(self, lane: int) -> Iterator[tuple[float, int, int, AnyFlow]]:
         # (completion time, lane, index in session, flow): unique before the flow, so that merging
         # lanes never compares flows.
         lane_state = {"event_id": 0, "port": 40000 + 2000 * lane}
@@ -261,12 +267,12 @@ class Session:
         self.session_id = f"{self.rng.getrandbits(128):032x}".encode()
         self.items: list[tuple[float, int, flow.Flow]] = []
         self.open_streams: list[tuple[http.HTTPFlow, list[tuple[float, bytes]], float]] = []
-        self.keepalive: tuple[connection.Client, connection.Server] | None = None
+        self.keepalive: Connections | None = None
         self.last_arguments: dict[str, Any] = {}
 
     # ------------------------------------------------------------------ the session's script
 
-    def run(self) -> list[tuple[float, int, flow.Flow]]:
+    def run(self) -> list[tuple[float, int, AnyFlow]]:
         stats = self.gen.stats
         stats["sessions"] += 1
         stats[f"sessions_{self.flavor}"] += 1
@@ -827,7 +833,7 @@ class Session:
             "tap_failures": 0,
         }
 
-    def connection(self, *, dedicated: bool = False) -> tuple[connection.Client, connection.Server]:
+    def connection(self, *, dedicated: bool = False) -> Connections:
         """Python's client opens a connection per request; node keeps one alive for sequential POSTs
         (and now and then opens another). A GET stream holds its connection for itself."""
         if dedicated or self.flavor == "py":
@@ -836,7 +842,7 @@ class Session:
             self.keepalive = self.new_connection(self.t - 0.0015)
         return self.keepalive
 
-    def new_connection(self, at: float) -> tuple[connection.Client, connection.Server]:
+    def new_connection(self, at: float) -> Connections:
         self.lane["port"] = self.lane["port"] + 1 if self.lane["port"] < 60999 else 40000
         client = connection.Client(
             peername=("127.0.0.1", self.lane["port"]),
@@ -857,8 +863,8 @@ class Session:
 
     def flow(
         self,
-        client: connection.Client,
-        server: connection.Server,
+        client: ClientConnection,
+        server: ServerConnection,
         request: http.Request,
         response: http.Response | None,
         *,
@@ -887,7 +893,7 @@ class Session:
             f.marked = FAILURE_MARKER
             f.comment = f"MCP: {verdict.reason}"
 
-    def add(self, f: flow.Flow, completed: float) -> None:
+    def add(self, f: AnyFlow, completed: float) -> None:
         self.items.append((completed, len(self.items), f))
 
 

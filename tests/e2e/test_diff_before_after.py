@@ -47,7 +47,7 @@ def record(tmp_path: Path, name: str, *, fault: bool) -> tuple[Path, list[dict[s
 
 
 def diff(*args: str) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", "mcp_blackbox.analyzer.cli", "diff", *args]
+    command = [sys.executable, "-m", "mcp_blackbox.cli.main", "diff", *args]
     return subprocess.run(command, capture_output=True, text=True, cwd=REPO, timeout=120)
 
 

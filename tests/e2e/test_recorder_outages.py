@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from mcp_blackbox.analyzer.analysis import analyze
+from mcp_blackbox.analyzer.outputs.analysis import analyze
 from tests.support.proxy import free_port
 from tests.support.raw_http import http_request, mcp_headers
 

@@ -21,7 +21,7 @@ from mitmproxy import io as flow_io
 from mitmproxy.http import HTTPFlow
 
 from mcp_blackbox.addon.rotation import rotated_files
-from mcp_blackbox.analyzer.analysis import analyze
+from mcp_blackbox.analyzer.outputs.analysis import analyze
 from tests.support.processes import ServerProcess, run_py_client, start_server
 from tests.support.proxy import start_mitmdump
 from tests.support.raw_http import http_request, mcp_headers

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from mcp_blackbox.addon.sse_framing import split_sse
+from mcp_blackbox.analyzer.wire.sse_framing import split_sse
 from tests.support.processes import run_py_client, run_ts_client, start_server
 from tests.support.proxy import Mitmdump, start_mitmdump
 from tests.support.raw_http import Control

@@ -31,8 +31,8 @@ from mitmproxy import io as flow_io
 from mitmproxy.http import HTTPFlow
 
 from mcp_blackbox.analyzer import analyze
-from mcp_blackbox.analyzer.cli import main
-from mcp_blackbox.analyzer.export import write_json
+from mcp_blackbox.analyzer.outputs.export import write_json
+from mcp_blackbox.cli.main import main
 from tests.support.processes import ServerProcess, run_py_client, start_server
 from tests.support.proxy import ADDON, MITMDUMP, Mitmdump, free_port
 from tests.support.raw_http import Control, http_request, mcp_headers

@@ -34,8 +34,8 @@ import pytest
 from mitmproxy.http import HTTPFlow
 from mitmproxy.io import FlowReader
 
-from mcp_blackbox.analyzer.analysis import analyze
-from mcp_blackbox.analyzer.vocabulary import is_failure
+from mcp_blackbox.analyzer.model.vocabulary import is_failure
+from mcp_blackbox.analyzer.outputs.analysis import analyze
 from tests.support.processes import (
     REPO_ROOT,
     TS_CLIENT,

@@ -295,7 +295,7 @@ MCP_REMOTE = REPO_ROOT / "tests" / "truth" / "peers" / "node" / "node_modules" /
 def test_a_bridge_recorded_on_both_sides_is_one_report(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The Python SDK stdio client runs mcp-remote (stdio to Streamable HTTP) through record --stdio; mcp-remote
     speaks HTTP to the test server through the recording mitmdump. One report holds both sides."""
-    from mcp_blackbox.analyzer.report import build_report
+    from mcp_blackbox.analyzer.review.report import build_report
     from tests.report.layout import column
     from tests.support.processes import start_server
     from tests.support.proxy import start_mitmdump

@@ -28,8 +28,8 @@ from typing import Any
 
 import pytest
 
-from mcp_blackbox.addon import stdio_capture as fmt
 from mcp_blackbox.addon.stdio_recorder import DRAIN_GRACE
+from mcp_blackbox.analyzer.wire import stdio_capture as fmt
 from tests.support.processes import REPO_ROOT, child_env, run_json_command, stop_process
 
 pytestmark = pytest.mark.e2e

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from mcp_blackbox.analyzer.analysis import analyze
+from mcp_blackbox.analyzer.outputs.analysis import analyze
 from tests.support.processes import ServerProcess, start_server
 from tests.support.proxy import start_mitmdump
 from tests.support.raw_http import mcp_headers
@@ -66,7 +66,7 @@ def test_a_stream_over_the_body_cap_is_judged_on_what_the_client_got(server: Ser
     assert len(kept) < len(received) and received.endswith(kept[-200:]), "the tail the client got is kept"
     # A capture's limit is not a transport failure: the gate passes.
     gate = subprocess.run(
-        [sys.executable, "-m", "mcp_blackbox.analyzer.cli", "check", str(proxy.flow_file)],
+        [sys.executable, "-m", "mcp_blackbox.cli.main", "check", str(proxy.flow_file)],
         capture_output=True, text=True, cwd=REPO, timeout=60,
     )  # fmt: skip
     assert gate.returncode == 0, gate.stdout + gate.stderr

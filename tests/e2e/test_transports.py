@@ -35,7 +35,7 @@ import h2.events
 import httpx2
 import pytest
 
-from mcp_blackbox.analyzer.analysis import analyze
+from mcp_blackbox.analyzer.outputs.analysis import analyze
 from tests.support.h2_sse_server import H2SseServer
 from tests.support.processes import REPO_ROOT, run_json_command
 from tests.support.proxy import Mitmdump, start_mitmdump

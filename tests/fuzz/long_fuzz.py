@@ -117,7 +117,7 @@ def run_corpus(seconds: float, seed: int, failures_dir: Path) -> Outcome:
     """Random and mutated bytes through the loader and the extractor (fast: thousands of cases a second)."""
     from tests.fuzz.properties import check_reading
 
-    outcome = Outcome("mcp_blackbox.analyzer.load/extract: random and mutated bytes")
+    outcome = Outcome("mcp_blackbox.analyzer.read.load/extract: random and mutated bytes")
     samples = [p.read_bytes() for p in SAMPLES]
     rng = random.Random(seed)
     start = time.monotonic()
@@ -142,18 +142,18 @@ def atheris_child(seconds: int, seed: int, workdir: Path) -> None:
     import atheris
 
     with atheris.instrument_imports(include=["mcp_blackbox"]):
-        import mcp_blackbox.addon.sse_framing
-        import mcp_blackbox.analyzer.extract
-        import mcp_blackbox.analyzer.load
-        import mcp_blackbox.analyzer.tnetstring_reader
+        import mcp_blackbox.analyzer.read.extract
+        import mcp_blackbox.analyzer.read.load
+        import mcp_blackbox.analyzer.wire.sse_framing
+        import mcp_blackbox.analyzer.wire.tnetstring_reader
 
     def one_input(data: bytes) -> None:
-        report = mcp_blackbox.analyzer.load.LoadReport()
+        report = mcp_blackbox.analyzer.read.load.LoadReport()
         exchanges = 0
         handle = io.BufferedReader(io.BytesIO(data))  # type: ignore[arg-type]
-        for exchange in mcp_blackbox.analyzer.load._read_file(handle, "fuzz", report, True):
+        for exchange in mcp_blackbox.analyzer.read.load._read_file(handle, "fuzz", report, True):
             exchanges += 1
-            mcp_blackbox.analyzer.extract.extract_messages(exchange, whole=True)
+            mcp_blackbox.analyzer.read.extract.extract_messages(exchange, whole=True)
         assert report.flows_read == exchanges + len(report.skipped)
 
     corpus = workdir / "corpus"
@@ -171,7 +171,7 @@ def run_atheris(seconds: float, seed: int, failures_dir: Path) -> Outcome | None
         import atheris  # noqa: F401
     except ImportError:
         return None
-    outcome = Outcome("atheris: mcp_blackbox.analyzer.load/extract (coverage-guided)")
+    outcome = Outcome("atheris: mcp_blackbox.analyzer.read.load/extract (coverage-guided)")
     workdir = Path(tempfile.mkdtemp(prefix="atheris-"))
     command = [sys.executable, __file__, "--atheris-child", str(workdir), "--seconds", str(int(seconds)),
                "--seed", str(seed)]  # fmt: skip

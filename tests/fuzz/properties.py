@@ -26,13 +26,13 @@ from mitmproxy.test import taddons
 
 from mcp_blackbox.addon.mcp_recorder import METADATA_KEY, McpRecorder, is_event_stream, stream_end_reason
 from mcp_blackbox.addon.stream_tap import TAIL_LIMIT
-from mcp_blackbox.analyzer import cli
-from mcp_blackbox.analyzer.analysis import Analysis, analyze
-from mcp_blackbox.analyzer.export import write_csv, write_json
-from mcp_blackbox.analyzer.extract import extract_messages
-from mcp_blackbox.analyzer.load import LoadReport, read_exchanges
-from mcp_blackbox.analyzer.report import build_report, render_report, script_json, write_report
-from mcp_blackbox.analyzer.vocabulary import Outcome
+from mcp_blackbox.analyzer.model.vocabulary import Outcome
+from mcp_blackbox.analyzer.outputs.analysis import Analysis, analyze
+from mcp_blackbox.analyzer.outputs.export import write_csv, write_json
+from mcp_blackbox.analyzer.read.extract import extract_messages
+from mcp_blackbox.analyzer.read.load import LoadReport, read_exchanges
+from mcp_blackbox.analyzer.review.report import build_report, render_report, script_json, write_report
+from mcp_blackbox.cli import main as cli
 from tests.fuzz import strategies
 from tests.fuzz.strategies import describe_flow
 

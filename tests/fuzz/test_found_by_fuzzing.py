@@ -17,16 +17,16 @@ from mitmproxy.io import tnetstring
 from mitmproxy.test import tflow, tutils
 
 from mcp_blackbox.addon.mcp_recorder import METADATA_KEY, McpRecorder
-from mcp_blackbox.addon.sse_framing import split_sse
 from mcp_blackbox.addon.stream_tap import StreamTap
 from mcp_blackbox.analyzer import analyze
-from mcp_blackbox.analyzer.export import write_csv, write_json
-from mcp_blackbox.analyzer.extract import decode_body
-from mcp_blackbox.analyzer.redact import redact_text, redact_url
-from mcp_blackbox.analyzer.report import build_report, write_report
-from mcp_blackbox.analyzer.schema_check import check_structured_content
-from mcp_blackbox.analyzer.slim import reads_like_error
-from mcp_blackbox.analyzer.tnetstring_reader import READ_PIECE, read_record
+from mcp_blackbox.analyzer.calls.schema_check import check_structured_content
+from mcp_blackbox.analyzer.model.slim import reads_like_error
+from mcp_blackbox.analyzer.outputs.export import write_csv, write_json
+from mcp_blackbox.analyzer.read.extract import decode_body
+from mcp_blackbox.analyzer.redaction.redact import redact_text, redact_url
+from mcp_blackbox.analyzer.review.report import build_report, write_report
+from mcp_blackbox.analyzer.wire.sse_framing import split_sse
+from mcp_blackbox.analyzer.wire.tnetstring_reader import READ_PIECE, read_record
 from tests.analyzer.flows import exchange, result, rpc, text_result, tool_call, write
 from tests.fuzz import properties
 
@@ -36,8 +36,6 @@ DEEP = b"[" * 100_000  # deeper than json.loads goes: RecursionError, not ValueE
 DEEP_RPC = b'{"jsonrpc": "2.0", "id": ' + DEEP  # the addon parses a body only if it names "jsonrpc" early
 
 # ---------------------------------------------------------------- the addon
-
-
 
 
 def exchange_through(recorder: McpRecorder, flow: HTTPFlow, chunks: list[bytes] | None = None) -> dict:

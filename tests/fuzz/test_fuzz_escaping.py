@@ -34,7 +34,7 @@ def test_captured_text_stays_data(c: properties.Captured) -> None:
 @given(properties.captured)
 def test_captured_text_in_chromium(c: properties.Captured) -> None:
     page = properties.check_escaping(c)
-    # The calls' ids name their flows (analyzer/call_ids.py): read them from the page's own data.
+    # The calls' ids name their flows (analyzer/across/call_ids.py): read them from the page's own data.
     start = page.index(properties.PAYLOAD_OPEN) + len(properties.PAYLOAD_OPEN)
     ids = [row[0] for row in json.loads(page[start : page.index("</script>", start)])["calls"]]
     assert len(ids) == 5

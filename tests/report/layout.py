@@ -1,4 +1,4 @@
-"""The report's compact data read back for the tests (analyzer/report.py writes it, templates/report.js
+"""The report's compact data read back for the tests (analyzer/review/report.py writes it, templates/report.js
 decodes it the same way): texts out of the string table, times in milliseconds, retry groups and timeout
 anatomies as records keyed by call id."""
 

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from mcp_blackbox.analyzer.analysis import analyze
-from mcp_blackbox.analyzer.report import eventful, write_report
-from mcp_blackbox.analyzer.vocabulary import is_failure
+from mcp_blackbox.analyzer.model.vocabulary import is_failure
+from mcp_blackbox.analyzer.outputs.analysis import analyze
+from mcp_blackbox.analyzer.review.report import eventful, write_report
 from tests.benchmarks import synthetic_capture
 from tests.report.layout import anatomies, column
 from tests.support.browser import inspect_report

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from mcp_blackbox.analyzer.report import write_report
+from mcp_blackbox.analyzer.review.report import write_report
 from tests.report.layout import column
 from tests.support.browser import inspect_report
 

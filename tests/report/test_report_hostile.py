@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from mcp_blackbox.analyzer.report import write_report
+from mcp_blackbox.analyzer.review.report import write_report
 from tests.analyzer.flows import error, exchange, result, sse, text_result, tool_call, write
 from tests.support.browser import inspect_report
 

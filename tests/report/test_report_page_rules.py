@@ -8,7 +8,7 @@ import hashlib
 import re
 from pathlib import Path
 
-from mcp_blackbox.analyzer.report import write_report
+from mcp_blackbox.analyzer.review.report import write_report
 from tests.analyzer.flows import exchange, result, text_result, tool_call, write
 from tests.report.layout import column
 from tests.support.browser import inspect_report

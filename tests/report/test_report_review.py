@@ -12,7 +12,7 @@ from urllib.parse import parse_qs
 
 import pytest
 
-from mcp_blackbox.analyzer.report import write_report
+from mcp_blackbox.analyzer.review.report import write_report
 from tests.analyzer.flows import exchange, result, rpc, text_result, tool_call, write
 from tests.report.layout import anatomies, column, records
 from tests.report.layout import groups as retry_groups

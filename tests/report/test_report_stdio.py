@@ -13,7 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-from mcp_blackbox.analyzer.report import write_report
+from mcp_blackbox.analyzer.review.report import write_report
 from tests.report.layout import column
 from tests.support.browser import inspect_report
 from tests.support.processes import REPO_ROOT, child_env

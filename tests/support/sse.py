@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from mcp_blackbox.addon.sse_framing import split_sse
+from mcp_blackbox.analyzer.wire.sse_framing import split_sse
 
 _EVENT_END = re.compile(rb"\r\n\r\n|\n\n|\r\r")
 _LINE = re.compile(rb"\r\n|\r|\n")

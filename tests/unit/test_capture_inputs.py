@@ -1,4 +1,4 @@
-"""Capture arguments (analyzer/inputs.py) and the `record` command line (analyzer/cli.py)."""
+"""Capture arguments (analyzer/wire/inputs.py) and the `record` command line (cli/main.py)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from mcp_blackbox.analyzer.analysis import analyze
-from mcp_blackbox.analyzer.cli import build_parser, main, port_in_use, record_command
-from mcp_blackbox.analyzer.inputs import expand_captures
+from mcp_blackbox.analyzer.outputs.analysis import analyze
+from mcp_blackbox.analyzer.wire.inputs import expand_captures
+from mcp_blackbox.cli.main import build_parser, main, port_in_use, record_command
 from tests.analyzer.flows import exchange, result, text_result, tool_call, write
 
 
@@ -111,7 +111,7 @@ def test_a_clients_sessions_in_two_rotated_files_are_one_lineage_and_two_recordi
     from mitmproxy import io as flow_io
     from mitmproxy.http import HTTPFlow
 
-    from mcp_blackbox.analyzer.analysis import analyze
+    from mcp_blackbox.analyzer.outputs.analysis import analyze
 
     sample = Path(__file__).resolve().parents[2] / "sample_captures" / "py-app-retry-after-503.flows"
     with sample.open("rb") as f:

@@ -14,8 +14,8 @@ from mitmproxy.test import taddons, tflow
 from mcp_blackbox.addon import error_side as error_side_module
 from mcp_blackbox.addon.error_side import error_side
 from mcp_blackbox.addon.mcp_recorder import stream_end_reason
-from mcp_blackbox.analyzer.anatomy import _how_it_ended
-from mcp_blackbox.analyzer.vocabulary import Ending
+from mcp_blackbox.analyzer.calls.anatomy import _how_it_ended
+from mcp_blackbox.analyzer.model.vocabulary import Ending
 
 H2_RESET = "stream reset by client (CANCEL)"
 

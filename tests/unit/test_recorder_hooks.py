@@ -47,8 +47,6 @@ def roundtrip(flow: HTTPFlow) -> HTTPFlow:
     return read
 
 
-
-
 def test_stream_passes_through_unchanged_and_body_is_restored(recorder: McpRecorder) -> None:
     flow = sse_flow()
     chunks = [PROGRESS[:10], PROGRESS[10:] + RESULT[:5], RESULT[5:]]

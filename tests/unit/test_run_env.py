@@ -1,10 +1,10 @@
-"""The environment `mcp-blackbox run` gives COMMAND (analyzer/run_command.py), without starting anything."""
+"""The environment `mcp-blackbox run` gives COMMAND (cli/run_command.py), without starting anything."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from mcp_blackbox.analyzer.run_command import client_environment, node_has_env_proxy, preload_path, without_loopback
+from mcp_blackbox.cli.run_command import client_environment, node_has_env_proxy, preload_path, without_loopback
 
 PROXY = "http://127.0.0.1:40000"
 BUNDLE = Path("/tmp/run/ca-bundle.pem")

@@ -1,4 +1,4 @@
-from mcp_blackbox.addon.sse_framing import split_sse
+from mcp_blackbox.analyzer.wire.sse_framing import split_sse
 
 
 def test_events_end_at_blank_lines_with_any_line_ending() -> None:

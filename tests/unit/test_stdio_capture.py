@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from mcp_blackbox.addon import stdio_capture as fmt
 from mcp_blackbox.addon.stdio_recorder import CaptureWriter, LineSplitter
+from mcp_blackbox.analyzer.wire import stdio_capture as fmt
 
 HEADER = {"format": fmt.FORMAT, "version": fmt.VERSION, "type": fmt.HEADER, "t": 1.0, "command": ["x"]}
 

@@ -130,7 +130,7 @@ def events(count: int, size: int = 40) -> list[bytes]:
 
 
 def test_past_the_bound_the_head_and_the_last_events_are_kept_as_a_valid_stream() -> None:
-    from mcp_blackbox.addon.sse_framing import split_sse
+    from mcp_blackbox.analyzer.wire.sse_framing import split_sse
 
     stream = events(200)
     clock = iter(float(n) for n in range(1000))

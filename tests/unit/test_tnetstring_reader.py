@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from mitmproxy.io import tnetstring
 
-from mcp_blackbox.analyzer.load import ANALYSIS_FIELDS
-from mcp_blackbox.analyzer.tnetstring_reader import (
+from mcp_blackbox.analyzer.read.load import ANALYSIS_FIELDS
+from mcp_blackbox.analyzer.wire.tnetstring_reader import (
     ENCODED,
     FLOW_FIELDS,
     Encoded,

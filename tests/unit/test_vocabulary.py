@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from mcp_blackbox.analyzer import vocabulary
-from mcp_blackbox.analyzer.vocabulary import (
+from mcp_blackbox.analyzer.model import vocabulary
+from mcp_blackbox.analyzer.model.vocabulary import (
     NOT_FAILURES,
     Confidence,
     Flag,

@@ -1,0 +1,401 @@
+"""The analysis as a stream of final calls: files -> exchanges -> messages -> calls with verdicts.
+
+``CallStream`` runs every stage that spans exchanges (which endpoints speak MCP, scopes, pairing,
+verdicts, ids, clients, retries, duplicate executions) over the decoded exchanges
+(analyzer/read/parallel.py) in the capture's order, over the whole capture (``analyze()``) or a window of it
+(``export``).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from operator import attrgetter
+from pathlib import Path
+from typing import Any
+
+from mcp_blackbox.analyzer.across.call_ids import CallIds
+from mcp_blackbox.analyzer.across.clients import Clients
+from mcp_blackbox.analyzer.across.executions import Duplicates
+from mcp_blackbox.analyzer.across.retries import RETRY_WINDOW, Retries, add_gateway_services
+from mcp_blackbox.analyzer.calls.classify import CaptureFacts, apply_verdict
+from mcp_blackbox.analyzer.calls.pair import Pairer, legacy_session_of_endpoint, scope_of
+from mcp_blackbox.analyzer.model.records import C2S, S2C, Call, Exchange, Message
+from mcp_blackbox.analyzer.model.vocabulary import Flag, Outcome, RetryOrigin
+from mcp_blackbox.analyzer.read.decode import Decoded
+from mcp_blackbox.analyzer.read.extract import Extracted
+from mcp_blackbox.analyzer.read.load import LoadReport, ReadFigures
+from mcp_blackbox.analyzer.read.parallel import decoded_exchanges
+from mcp_blackbox.analyzer.wire.inputs import expand_captures
+from mcp_blackbox.analyzer.wire.jsonrpc import MCP_REQUEST_HEADERS, is_mcp_method
+
+DEFAULT_WINDOW = 600.0  # seconds of capture time `export` holds: longer than MCP calls and sessions' streams last
+AWAIT_WINDOWS = 6  # how many windows the stream waits for a flow still open to bring what it announced
+NEAR = 1.0  # seconds past a call in which look-alikes are read before it is linked (> retries.LOOKALIKE_NEAR)
+
+
+class CallStream(ReadFigures):
+    """The analysis as a stream of final calls, in the order they started.
+
+    Everything that spans calls runs in the same stages as over a whole capture: messages paired in the
+    order they happened, then verdicts (with what tools/list and initialize said), ids and clients, then
+    retry links, then each group's safety and the writes run twice. With ``window=None`` each stage sees
+    the whole capture before the next begins. With ``window=W`` (seconds of capture time) the stages run
+    as the input advances, and a call is final, yielded and forgotten once nothing to come can change it:
+
+    - flows are written when they end, so once a flow ending at ``t`` is read, every flow that began
+      before ``t - W`` is in, if none stays open longer than W: messages older than that are paired;
+    - a call is complete (its answers, its cancel, a resumed stream) W after it began;
+    - its client is identified W later: whether the clients before it were idle when it began depends on
+      what they sent after;
+    - it is linked to its earlier attempts NEAR later, once the look-alikes around it are known;
+    - it can no longer be joined by a later attempt RETRY_WINDOW after its end (at most W after its
+      start): then its group's safety is judged and its duplicate executions checked, and it is final.
+
+    A flow known to be still open holds everything back until it arrives (for AWAIT_WINDOWS windows at
+    most): an HTTP+SSE session's event stream, which answers its POSTs, and the stream that carried a
+    server's request, once the client's answer to it is read.
+
+    Memory then depends on W and the rate of calls, not on the capture. What a window gives up: any other
+    flow open longer than W (a resumed stream, a long tool call) is paired when it arrives, after calls
+    that began later; client lineages and duplicate executions look back over the window, not the whole
+    capture. ``tests/analyzer/test_windowed.py`` requires the same calls, groups and duplicates as the
+    whole-capture analysis where nothing spans more (docs/ARCHITECTURE.md, "The analysis as a stream").
+
+    Counts, skips and read problems are in ``report``; the rest of what ``Analysis`` holds is filled as
+    the stream is read, and whole once it is exhausted.
+    """
+
+    def __init__(
+        self,
+        paths: Iterable[str | Path],
+        *,
+        window: float | None = None,
+        keep_details: bool = False,
+        report: LoadReport | None = None,
+    ) -> None:
+        self.paths = paths
+        self.window = window
+        self.keep_details = keep_details
+        self.report = LoadReport() if report is None else report
+        self.facts = CaptureFacts()
+        self.exchanges: list[Exchange] = []  # whole analysis only: a windowed one counts them
+        self.exchange_count = 0
+        self.retry_groups: list[Any] = []  # RetryGroup; a windowed stream keeps their records (Settled)
+        self.duplicate_executions: list[Any] = []  # DuplicateExecution; windowed: Settled
+        self.stream_events: list[dict[str, Any]] = []
+        self.auth_steps: list[dict[str, Any]] = []
+        self.notes: list[str] = []
+        self._legacy_streams: dict[str, str] = {}
+        # What a flow still open will bring, and since when: an HTTP+SSE session's event stream (its POSTs
+        # are answered there), the server's request that a client's answer names (sent on a stream not yet
+        # ended). A windowed stream pairs nothing past the oldest of these, for AWAIT_WINDOWS at most.
+        self._awaited: dict[tuple[str, ...], float] = {}
+        self._legacy_sessions_read: set[str] = set()
+        self._server_requests: set[tuple[str, str]] = set()  # (scope, id) of every request a server sent
+        self._known: set[str] = set()
+        self._without_times = 0
+        self._messages: list[tuple[float, str, int, Message]] = []  # heap: time, direction, arrival
+        self._timeline: list[Message] = []  # the whole analysis's messages, sorted once
+        self._ready: list[Call] = []  # the whole analysis's calls, sorted once
+        self._arrived = 0
+        self._watermark = float("-inf")
+        self._pairer = Pairer()
+        self._paired = 0  # calls and orphans taken from the pairing so far
+        self._waiting: list[tuple[float, int, int, Call]] = []  # heap: start, orphan, order; not complete
+        self._complete: deque[Call] = deque()  # judged and identified, not linked
+        self._linked: deque[Call] = deque()  # linked, not final
+        self._ids = CallIds()
+        self._clients = Clients(self.facts.versions)
+        self._retries = Retries(self.facts)
+        self._duplicates = Duplicates(self.facts)
+        self._services: dict[str, str] = {}
+        self._number = 0
+
+    def final_calls(self) -> Iterator[Call]:
+        """The calls as they become final (what an export reads: see ``outputs.export.Analyzed``)."""
+        return iter(self)
+
+    def __iter__(self) -> Iterator[Call]:
+        window = self.window
+        step = window / 8 if window is not None else None  # a round per eighth of a window: few, and small
+        last_round = float("-inf")
+        for decoded in decoded_exchanges(expand_captures(self.paths), self.report, keep_details=self.keep_details):
+            self._add(decoded)
+            if window is not None and step is not None and self._watermark - last_round >= step:
+                last_round = self._watermark
+                yield from self._round(self._frontier())
+        yield from self._round(float("inf"))
+        if self._without_times:
+            self.notes.append(
+                f"{self._without_times} event stream(s) without per-event times (recorded without the addon, or "
+                "content-encoded): their events are dated at the end of the response, and a cut stream may have "
+                "lost its body"
+            )
+
+    @property
+    def analyzed(self) -> int:
+        return self.exchange_count
+
+    @property
+    def call_count(self) -> int:
+        """Calls judged so far (every call, once the stream is exhausted)."""
+        return self._number
+
+    def _add(self, decoded: Decoded) -> None:
+        exchange, extracted = decoded.exchange, decoded.extracted
+        end = exchange.t_end or exchange.t_error or exchange.t_response or exchange.t_request
+        self._watermark = max(self._watermark, end)
+        if decoded.auth is not None:
+            # Analyzed, not skipped: part of the story (a 401, then credentials), though no call.
+            self.auth_steps.append(decoded.auth)
+            self._count(exchange)
+            return
+        reason = _mcp_reason(exchange, extracted, self._known)
+        if reason is None:
+            self.report.skip(exchange.source, exchange.index, exchange.flow_id, _not_mcp(exchange, extracted))
+            return
+        self._known.add(exchange.endpoint)
+        self._count(exchange)
+        if extracted.endpoint is not None and (session := legacy_session_of_endpoint(extracted.endpoint)):
+            self._legacy_streams[exchange.flow_id] = session
+        if decoded.without_times:
+            self._without_times += 1
+        exchange.scope = scope_of(exchange, self._legacy_streams)
+        exchange.error_text = decoded.error_text
+        if self.window is not None:
+            self._await(exchange, extracted)
+        if self.window is None:
+            self._timeline.extend(extracted.messages)
+            return
+        for message in extracted.messages:
+            # Requests sort before answers stamped with the same instant ("client->server" < "server->client"),
+            # then by arrival.
+            self._arrived += 1
+            heapq.heappush(self._messages, (message.t, message.direction, self._arrived, message))
+
+    def _await(self, exchange: Exchange, extracted: Extracted) -> None:
+        """Note what this exchange says a flow still open will bring, and what it brings itself."""
+        awaited = self._awaited
+        if extracted.endpoint is not None and (session := legacy_session_of_endpoint(extracted.endpoint)):
+            self._legacy_sessions_read.add(session)
+            awaited.pop(("sse", session), None)
+        elif (session := exchange.legacy_session) and session not in self._legacy_sessions_read:
+            awaited.setdefault(("sse", session), exchange.t_request)
+        for message in extracted.messages:
+            key = (exchange.scope, message.key_id)
+            if message.direction == S2C and message.kind == "request":
+                self._server_requests.add(key)
+                awaited.pop(("answer", *key), None)
+            elif (
+                message.direction == C2S
+                and message.kind in ("result", "error")
+                and message.id is not None
+                and key not in self._server_requests
+            ):
+                awaited.setdefault(("answer", *key), message.t)
+
+    def _frontier(self) -> float:
+        """Messages older than this are all in: a window before the latest end read, or what is awaited."""
+        assert self.window is not None
+        frontier = self._watermark - self.window
+        oldest = self._watermark - AWAIT_WINDOWS * self.window
+        for key in [k for k, since in self._awaited.items() if since < oldest]:
+            del self._awaited[key]  # longer than a stream is waited for: paired without it
+        return min(frontier, *self._awaited.values()) if self._awaited else frontier
+
+    def _count(self, exchange: Exchange) -> None:
+        self.exchange_count += 1
+        if self.window is None:
+            self.exchanges.append(exchange)
+
+    def _round(self, frontier: float) -> Iterator[Call]:
+        """Every stage as far as ``frontier`` (messages older than it are all in) allows."""
+        window = self.window or 0.0
+        complete_before = frontier - window
+        identify_before = complete_before - window
+        link_before = identify_before - NEAR
+        final_before = link_before - RETRY_WINDOW - window
+        self._pair(frontier)
+        self._judge(complete_before)
+        self._clients.link(identify_before)
+        self._link(link_before)
+        yield from self._settle(final_before)
+
+    def _pair(self, before: float) -> None:
+        pairer = self._pairer
+        if self.window is None:
+            # The whole capture at once: one list sorted twice (stably: by direction, then by time) holds
+            # less than a heap of a tuple per message.
+            timeline, self._timeline = self._timeline, []
+            timeline.sort(key=attrgetter("direction"))
+            timeline.sort(key=attrgetter("t"))
+            for message in timeline:
+                pairer.feed(message)
+            del timeline
+        else:
+            messages = self._messages
+            while messages and messages[0][0] < before:
+                pairer.feed(heapq.heappop(messages)[3])
+        # In the order the whole analysis sorts them: by start, a call before an orphan answer of the same
+        # instant, then as paired.
+        paired = pairer.out.calls
+        orphans = [_orphan_call(m) for m in pairer.out.orphans if not _is_stream_event(m)]
+        self.stream_events += [_stream_event(m) for m in pairer.out.orphans if _is_stream_event(m)]
+        pairer.out.calls, pairer.out.orphans = [], []
+        if self.window is None:
+            self._pairer = Pairer()  # everything is paired: its indexes are not needed again
+            self._ready = sorted(paired + orphans, key=lambda c: c.request.t)
+            return
+        for orphan, calls in ((0, paired), (1, orphans)):
+            for call in calls:
+                self._paired += 1
+                heapq.heappush(self._waiting, (call.request.t, orphan, self._paired, call))
+
+    def _judge(self, before: float) -> None:
+        """Verdicts (after the facts every call of this round brings), numbers, ids; each call to its client."""
+        waiting, ready = self._waiting, self._ready
+        self._ready = []
+        while waiting and waiting[0][0] < before:
+            ready.append(heapq.heappop(waiting)[3])
+        if not ready:
+            return
+        for call in ready:
+            gather_facts_of(call, self.facts)
+        for call in ready:
+            if not call.outcome:
+                apply_verdict(call, self.facts)
+        for call in ready:
+            self._number += 1
+            call.number = self._number
+            self._ids.assign(call)
+            self._clients.feed(call)
+            self._pairer.forget_flow(call.exchange.flow_id)
+        if self.window is None:  # every call has its id: what gave them is not needed again
+            self._ids = CallIds()
+        self._complete.extend(ready)
+
+    def _link(self, before: float) -> None:
+        complete, ready = self._complete, []
+        while complete and complete[0].request.t < before:
+            ready.append(complete.popleft())
+        if ready:
+            self._retries.take(ready)
+            self._linked.extend(ready)
+
+    def _settle(self, before: float) -> Iterator[Call]:
+        for group in self._retries.settle(before):
+            add_gateway_services(self._services, [group])
+            if self.window is None:
+                self.retry_groups.append(group)
+            else:
+                self.retry_groups.append(Settled(group.origin, group.record()))
+        linked, duplicates = self._linked, self._duplicates
+        while linked and linked[0].request.t < before and not self._retries.is_open(linked[0]):
+            call = linked.popleft()
+            duplicates.check(call, self._services)
+            self._pairer.forget_call(call)
+            self._ids.forget_flow(call.exchange.flow_id)
+            yield call
+        window = self.window if self.window is not None else 0.0
+        for found in duplicates.settle(before - RETRY_WINDOW - window):
+            self.duplicate_executions.append(found if self.window is None else Settled(None, found.record()))
+        if self.window is not None:
+            self._clients.forget(before)
+
+
+@dataclass(frozen=True, slots=True)
+class Settled:
+    """A retry group or a duplicate execution of a windowed analysis, as its export record: its calls
+    are gone."""
+
+    origin: RetryOrigin | None
+    recorded: dict[str, Any]
+
+    def record(self) -> dict[str, Any]:
+        return self.recorded
+
+
+def _not_mcp(exchange: Exchange, extracted: Extracted) -> str:
+    what = exchange.content_type or "no response" if exchange.status is None else exchange.content_type or "no body"
+    methods = sorted({m.method for m in extracted.messages if m.method is not None})
+    if methods:
+        named = ", ".join(methods[:3]) + (", ..." if len(methods) > 3 else "")
+        return (
+            f"not MCP: {exchange.method} {exchange.path} ({what}) is JSON-RPC with methods MCP does not define "
+            f"({named}), and has no MCP header or MCP endpoint"
+        )
+    return f"not MCP: {exchange.method} {exchange.path} ({what}) has no JSON-RPC message, MCP header or MCP endpoint"
+
+
+def _is_stream_event(message: Message) -> bool:
+    """The refusal of a GET stream or a DELETE of the session (a 405 with id null, say): an event of that
+    stream or session, not a call. A message on an open event stream is an answer like any other."""
+    exchange = message.exchange
+    if (
+        exchange.stdio is not None
+    ):  # a line on stdout that is not JSON while no call waited (analyzer/read/stdio_load.py)
+        return message.kind == "invalid" and message.id is None
+    refused = not exchange.ok or not exchange.is_event_stream
+    return exchange.method in ("GET", "DELETE") and refused and message.kind in ("error", "invalid")
+
+
+def _stream_event(message: Message) -> dict[str, Any]:
+    exchange = message.exchange
+    what = f"JSON-RPC error {message.error[0]}: {message.error[1]}" if message.error else f"{message.problem}"
+    return {
+        "flow": exchange.flow_id,
+        "source": exchange.source,
+        "scope": exchange.scope,
+        "method": exchange.method,
+        "path": exchange.path,
+        "status": exchange.status,
+        "t": message.t,
+        "what": what,
+    }
+
+
+def _orphan_call(message: Message) -> Call:
+    scope = message.exchange.scope
+    call = Call(request=message, scope=scope)
+    call.add_exchange(message.exchange)
+    call.outcome, call.layer = Outcome.INVALID_ENVELOPE, Outcome.INVALID_ENVELOPE.layer
+    call.flags = (Flag.ORPHAN_RESPONSE,)
+    call.evidence = (f"a response with id {message.id!r} answers no request in {scope}",)
+    return call
+
+
+def _mcp_reason(exchange: Exchange, extracted: Extracted, known: set[str]) -> str | None:
+    if exchange.stdio is not None:  # a line between a client and the MCP server record --stdio ran
+        return "a stdio capture"
+    methods = {m.method for m in extracted.messages if m.method is not None}
+    # Answers alone (a client's reply to a server request) carry no method: JSON-RPC enough.
+    if extracted.claims_jsonrpc and (not methods or any(is_mcp_method(m) for m in methods)):
+        return "JSON-RPC messages"
+    if extracted.endpoint is not None:
+        return "HTTP+SSE endpoint event"
+    if any(name in exchange.request_headers for name in MCP_REQUEST_HEADERS) or exchange.session_id:
+        return "MCP headers"
+    if exchange.endpoint in known:
+        return "an endpoint seen speaking MCP"
+    return None
+
+
+def gather_facts_of(call: Call, facts: CaptureFacts) -> None:
+    """What one call's answer tells every verdict: the tools it lists, the version it negotiated, the server."""
+    if call.request.kind != "request":
+        return
+    result = next((r.body["result"] for r in call.responses if r.kind == "result" and r.body), None)
+    if not isinstance(result, dict):
+        return
+    if call.method == "tools/list" and isinstance(result.get("tools"), list):
+        for tool in result["tools"]:
+            if isinstance(tool, dict) and isinstance(tool.get("name"), str):
+                facts.tools[tool["name"]] = tool
+    elif call.method == "initialize" and isinstance(result.get("protocolVersion"), str):
+        facts.versions[call.scope] = result["protocolVersion"]
+    info = result.get("serverInfo")
+    if call.method in ("initialize", "server/discover") and isinstance(info, dict) and info.get("name"):
+        facts.servers.add(f"{info['name']}/{info.get('version', '?')}")

@@ -1,0 +1,130 @@
+"""Did a tool run, and did a write run twice?
+
+Whether a ``tools/call`` executed is read from its verdict: a result or an answer of the wrong shape
+means the server ran it; a cut stream, a cancel, a 5xx or a request that got no response leaves it
+unknown (it may have run); a refusal (4xx, a JSON-RPC error) means it did not run, and so does a
+connection the proxy never made to the server.
+
+DUPLICATE_EXECUTION is a fact about side effects, whether or not the second call was a retry: the same
+client lineage executed, again, a tool not marked ``readOnlyHint`` or ``idempotentHint`` in
+``tools/list``, with identical arguments, after an earlier execution that completed or may have.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+from mcp_blackbox.analyzer.calls.classify import CaptureFacts
+from mcp_blackbox.analyzer.model.records import Call
+from mcp_blackbox.analyzer.model.vocabulary import ANSWERED_WRONGLY, EFFECTS_UNKNOWN, Flag, Outcome
+
+
+class Execution(Enum):
+    RAN = "ran"
+    MAYBE = "may have run"
+    NOT_RUN = "did not run"
+
+
+def execution(call: Call) -> Execution:
+    outcome = call.outcome
+    if outcome in (Outcome.TOOL_SUCCESS, Outcome.TOOL_ERROR) or outcome in ANSWERED_WRONGLY:
+        return Execution.RAN
+    if Flag.ANSWERED_AFTER_CANCEL in call.flags:
+        return Execution.RAN
+    if outcome is Outcome.NO_RESPONSE and _never_reached_the_server(call):
+        return Execution.NOT_RUN
+    status = call.exchange.status
+    if outcome in EFFECTS_UNKNOWN or (outcome is Outcome.HTTP_ERROR and status is not None and status >= 500):
+        return Execution.MAYBE
+    return Execution.NOT_RUN
+
+
+def _never_reached_the_server(call: Call) -> bool:
+    """mitmproxy could not connect upstream: the request never left the proxy."""
+    error = (call.exchange.error or "").lower()
+    return "connect" in error and ("failed" in error or "refused" in error)
+
+
+def replayable(tool: str | None, facts: CaptureFacts) -> bool:
+    """The capture's tools/list marks the tool read-only or idempotent: running it again changes nothing."""
+    hints = (facts.tools.get(tool or "") or {}).get("annotations")
+    return isinstance(hints, dict) and bool(hints.get("readOnlyHint") or hints.get("idempotentHint"))
+
+
+@dataclass(frozen=True, slots=True)
+class DuplicateExecution:
+    tool: str
+    arguments_digest: str
+    lineage: str
+    calls: tuple[Call, ...]  # every execution that ran or may have, in order
+
+    def record(self) -> dict[str, Any]:
+        return {
+            "tool": self.tool,
+            "arguments_digest": self.arguments_digest,
+            "lineage": self.lineage,
+            "calls": [c.call_id for c in self.calls],
+            "executions": [execution(c).value for c in self.calls],
+        }
+
+
+def find_duplicate_executions(
+    calls: list[Call], facts: CaptureFacts, services: Mapping[str, str] | None = None
+) -> list[DuplicateExecution]:
+    """Flag every repeated execution (``calls`` numbered, in the order they started, with clients).
+
+    ``services`` names the servers that a gateway treats as replicas of one service (retries.gateway_services):
+    a write run on one and again on another ran twice all the same."""
+    duplicates = Duplicates(facts)
+    for call in calls:
+        duplicates.check(call, services or {})
+    return duplicates.settle(float("inf"))
+
+
+class Duplicates:
+    """Repeated executions found one call at a time, in the order they started.
+
+    The last execution per (lineage, server, tool, arguments) is kept, and the whole run only once it
+    repeats: a capture of 100,000 calls holds few repeats, and the index must not double the analysis'
+    memory. ``settle(before)`` closes the runs whose last execution started before ``before``: a windowed
+    analysis finds a write run twice within its window, the whole-capture analysis anywhere in it.
+    """
+
+    def __init__(self, facts: CaptureFacts) -> None:
+        self.facts = facts
+        self.last: dict[tuple[str, str, str, str], Call] = {}
+        self.repeated: dict[tuple[str, str, str, str], list[Call]] = {}
+
+    def check(self, call: Call, services: Mapping[str, str]) -> None:
+        facts = self.facts
+        if call.method != "tools/call" or call.request.facts is None or call.client is None:
+            return
+        if replayable(call.tool, facts) or execution(call) is Execution.NOT_RUN:
+            return
+        server = services.get(call.exchange.server, call.exchange.server)
+        key = (call.client.lineage, server, call.tool or "", call.request.facts.digest)
+        before = self.last.get(key)
+        if before is not None:
+            how = "ran" if execution(before) is Execution.RAN else "may have run"
+            if before.exchange.server != call.exchange.server:
+                how += f" on {before.exchange.server}, a replica behind the same gateway,"
+            marked = "it is not marked" if call.tool in facts.tools else "no tools/list of the capture marks it"
+            why = (
+                f"{call.tool!r} with the same arguments {how} before in {before.call_id} "
+                f"({before.outcome}, {call.request.t - before.request.t:.2f} s earlier) by the same client: "
+                f"it executed again, and {marked} readOnlyHint or idempotentHint"
+            )
+            call.flags = tuple(sorted({*call.flags, Flag.DUPLICATE_EXECUTION}))
+            call.evidence = (*call.evidence, why)
+            self.repeated.setdefault(key, [before]).append(call)
+        self.last[key] = call
+
+    def settle(self, before: float) -> list[DuplicateExecution]:
+        """The runs that no later call can extend, in the order they were found."""
+        for key in [k for k, call in self.last.items() if call.request.t < before]:
+            del self.last[key]
+        done = [key for key in self.repeated if key not in self.last]
+        return [DuplicateExecution(key[2], key[3], key[0], tuple(self.repeated.pop(key))) for key in done]

@@ -1,0 +1,663 @@
+"""Retries: which calls are attempts of one logical request, who made them, and was it safe.
+
+Attempts are linked when a later request repeats an earlier one that did not
+succeed: the same method and params (``_meta`` aside), under the same id or a
+new one, in the same session or a fresh one, within a window after the
+failure. A resumed stream (GET with Last-Event-ID) is an attempt inside one
+call. Version negotiation and MRTR rounds are linked too, but they are not
+failures retried. Each link gets an origin, a confidence and its evidence;
+each group gets a safety verdict (docs/ARCHITECTURE.md, "Retry origins, confidence, safety").
+"""
+
+from __future__ import annotations
+
+import email.utils
+import itertools
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from mcp_blackbox.analyzer.across.clients import OPENING_METHODS
+from mcp_blackbox.analyzer.across.executions import Execution, execution, replayable
+from mcp_blackbox.analyzer.calls.classify import CaptureFacts
+from mcp_blackbox.analyzer.model.records import C2S, Call, Exchange
+from mcp_blackbox.analyzer.model.slim import RequestFacts
+from mcp_blackbox.analyzer.model.vocabulary import (
+    ANSWERED_WRONGLY,
+    Confidence,
+    Flag,
+    Outcome,
+    RetryOrigin,
+    Safety,
+    is_failure,
+)
+
+RETRY_WINDOW = 300.0  # seconds after a failure in which the same request counts as its retry
+MANUAL_GAP = 60.0  # a longer pause before a retry reads as a person, not a loop
+PROXY_GAP = 0.5  # gateways re-send within ~250 ms
+FALLBACK_GAP = 10.0  # a client falls back to an older protocol right after a refusal
+GATEWAY_GAP = 120.0  # a gateway re-sends at once after a 5xx, or one upstream timeout (nginx: 60 s) later
+# Look-alike clients of a stateless lineage that send the same request this close to a candidate link
+# (before or after it) make it a crowd: the same window a gateway's copy is told by.
+LOOKALIKE_NEAR = 0.5
+AGENT_GAP = 30.0  # an agent re-calls a tool with new arguments right after isError (pydantic-ai: milliseconds)
+
+SDK_RECONNECT_DELAYS = {
+    1.0: "the TypeScript and Python SDKs' first reconnection delay (1 s)",
+    1.5: "the TypeScript SDK's second reconnection delay (1.5 s)",
+}
+BACKOFF_DELAYS = (1.0, 2.0, 4.0, 8.0)
+
+Origin = tuple[RetryOrigin, Confidence, list[str]]  # who repeated a request, how sure, and why
+
+
+class _History:
+    """What each client unit sent, in order: whether a fresh session re-ran the sequence that led to a
+    failed call (an application loop starting over), or only sent the same request again; and whether
+    other units of a lineage sent the same request meanwhile (several clients behind one lineage).
+    Both questions are rare (a link across units), so only what answers them is kept and the answers are
+    worked out when asked: a capture of 100,000 calls must not pay for them."""
+
+    def __init__(self) -> None:
+        # unit -> what its tools/call requests asked (tool, params digest), in order
+        self._tool_calls: dict[str, list[RequestFacts | None]] = {}
+        self._place: dict[int, tuple[str, int]] = {}  # id(a failed call) -> (its unit, its place in the list)
+        self._current: tuple[int, str, int] = (0, "", 0)  # the same of the call being linked
+        # lineage key -> its latest identical requests (only look-alikes close in time matter); most keys
+        # are sent once, so a lone request is kept as itself, not in a list
+        self._recent: dict[tuple[str, str, str, str], Call | list[Call]] = {}
+
+    def index(self, requests: list[Call]) -> None:
+        """Every stateless lineage's identical requests, before any link is judged: look-alike clients that
+        start together are told by the requests on both sides of a candidate link, later ones included."""
+        for call in requests:
+            if call.client is None or call.client.unit_is_session:
+                continue  # crowds are told apart by session; only a stateless lineage's connections need this
+            key = _key(call)
+            earlier = self._recent.get(key)
+            if earlier is None:
+                self._recent[key] = call
+            elif isinstance(earlier, list):
+                earlier.append(call)
+            else:
+                self._recent[key] = [earlier, call]
+
+    def add(self, call: Call) -> None:
+        """``call`` is being linked: what it sent joins its unit's history."""
+        self._current = (id(call), "", 0)
+        if call.tool is not None and call.client is not None:
+            sent = self._tool_calls.setdefault(call.client.unit, [])
+            self._current = (id(call), call.client.unit, len(sent))
+            if is_failure(call.outcome):  # only a failed call is asked about again, as a later one's before
+                self._place[id(call)] = self._current[1:]
+            sent.append(call.request.facts)  # the call's own record of what it asked: no copy per call
+
+    def prior(self, call: Call) -> set[tuple[str, str]]:
+        """(tool, params digest) of the tool calls its unit sent before it (the call being linked, or a failed
+        one before it)."""
+        current, unit, before = self._current
+        if current != id(call):
+            unit, before = self._place.get(id(call), ("", 0))
+        return {(facts.tool or "", facts.digest) for facts in self._tool_calls.get(unit, [])[:before] if facts}
+
+    def forget(self, call: Call, unit_ended: bool) -> None:
+        """``call`` is final; ``unit_ended``: it was its unit's last call so far."""
+        place = self._place.pop(id(call), None)
+        if place is not None and unit_ended:
+            self._tool_calls.pop(place[0], None)
+        if call.client is None or call.client.unit_is_session:
+            return
+        key = _key(call)
+        recent = self._recent.get(key)
+        if recent is call:
+            del self._recent[key]
+        elif isinstance(recent, list):
+            recent[:] = [other for other in recent if other is not call]
+            if not recent:
+                del self._recent[key]
+
+    def crowded(self, before: Call, call: Call) -> bool:
+        """Another unit sent the identical request between ``before`` and ``call``, or within LOOKALIKE_NEAR
+        of them (clients that start together fail one after another, each looking like the last one's
+        retry): the lineage holds several clients doing the same thing, and which of them re-sent cannot be
+        told."""
+        start, end = before.request.t - LOOKALIKE_NEAR, call.request.t + LOOKALIKE_NEAR
+        recent = self._recent.get(_key(call), [])
+        return any(
+            other is not call
+            and not _same_unit(other, before)
+            and not (_same_unit(other, call) and other.request.t > call.request.t)  # its own next attempts
+            and other.request.t <= end
+            and (other.t_end or other.request.t) >= start
+            for other in (recent if isinstance(recent, list) else [recent])
+        )
+
+    def reruns(self, before: Call, call: Call) -> bool:
+        """The new unit first repeated tool calls that the earlier unit made before the failed attempt."""
+        replayed = self.prior(call)
+        return bool(replayed) and replayed <= self.prior(before)
+
+
+@dataclass
+class RetryGroup:
+    group_id: str
+    origin: RetryOrigin
+    confidence: Confidence
+    members: list[Call] = field(default_factory=list)
+    evidence: list[str] = field(default_factory=list)
+    # Who sent each attempt after the first, and how sure: a gateway's copy and the application's own
+    # re-send can be attempts of one request. The group's origin is its first link's; its confidence the
+    # weakest link's.
+    links: list[tuple[RetryOrigin, Confidence]] = field(default_factory=list)
+    is_failure_retry: bool = True  # False for negotiation, MRTR rounds and planned reconnects
+    safety: Safety = Safety.SAFE
+    may_have_run_twice: bool = False
+
+    def record(self) -> dict[str, Any]:
+        first, last = self.members[0], self.members[-1]
+        end = max((m.request.t for m in self.members), default=first.request.t)
+        last_end = last.t_end or end
+        return {
+            "retry_group": self.group_id,
+            "origin": self.origin,
+            "confidence": self.confidence,
+            "members": [m.call_id for m in self.members],
+            "attempts": len(self.members),
+            "failure_retry": self.is_failure_retry,
+            "total_ms": round((last_end - first.request.t) * 1000, 3),
+            "final_outcome": last.outcome,
+            "safety": self.safety,
+            "may_have_run_twice": self.may_have_run_twice,
+            "evidence": list(self.evidence),
+        }
+
+
+def gateway_services(groups: list[RetryGroup]) -> dict[str, str]:
+    """Servers that a gateway re-sent one request between are replicas of one service: server -> the
+    service's name (its first server seen). A write that ran on each of them ran twice."""
+    return add_gateway_services({}, groups)
+
+
+def add_gateway_services(service: dict[str, str], groups: list[RetryGroup]) -> dict[str, str]:
+    """``gateway_services`` grown by more groups, in place (a windowed analysis settles them a few at a time)."""
+
+    def find(server: str) -> str:
+        while (parent := service.get(server, server)) != server:
+            server = parent
+        return server
+
+    for group in groups:
+        for (before, after), (origin, _) in zip(itertools.pairwise(group.members), group.links, strict=True):
+            if origin is RetryOrigin.PROXY and before.exchange.server != after.exchange.server:
+                first, second = find(before.exchange.server), find(after.exchange.server)
+                if first != second:
+                    service[second] = first
+    for server in service:
+        service[server] = find(server)
+    return service
+
+
+def _retry_after(call: Call) -> float | None:
+    """Seconds a 429 (or 503) asked the client to wait, from Retry-After."""
+    value = call.exchange.response_headers.get("retry-after")
+    if not value:
+        return None
+    if value.strip().isascii() and value.strip().isdigit():  # isdigit() alone also takes "²"
+        return float(value.strip())
+    parsed = email.utils.parsedate_tz(value)
+    if parsed is None:
+        return None
+    sent = call.t_end or call.request.t
+    return max(0.0, email.utils.mktime_tz(parsed) - sent)
+
+
+def find_retries(calls: list[Call], facts: CaptureFacts) -> list[RetryGroup]:
+    """Link attempts; write retry_group, attempt, origin and confidence onto the calls."""
+    retries = Retries(facts)
+    retries.take(calls)
+    return retries.settle(float("inf"))
+
+
+class Retries:
+    """Retry linking fed calls in the order they started (with verdicts and clients).
+
+    ``take`` links a batch of calls; ``settle(before)`` judges the safety of every group that no call
+    yet to come can join, since its attempts all started before ``before``, and drops those calls from
+    the indexes: only a request that did not succeed can be retried, and only within RETRY_WINDOW, so
+    what is kept depends on the window, not on the capture.
+    """
+
+    def __init__(self, facts: CaptureFacts) -> None:
+        self.facts = facts
+        self.groups: list[RetryGroup] = []
+        self.count = 0
+        # Keyed by the client (analyzer/across/clients.py): a retry is the same client's. Each attempt is kept under
+        # its unit (session or connection) and under its lineage: the unit's own failure first, so that
+        # clients that share a lineage (stateless connections of one software) do not hide each other's.
+        self.latest: dict[tuple[str, str, str, str], Call] = {}  # (unit or lineage, server, method, digest)
+        self.latest_tool: dict[tuple[str, str, str], Call] = {}  # (unit or lineage, server, tool), any arguments
+        self.latest_probe: dict[str, Call] = {}  # lineage -> its last refused modern probe or initialize
+        # (X-Request-ID, method, params digest) -> attempt: a gateway re-sends to another server, from its own
+        # connection, under the request id it gave the first attempt.
+        self.by_request_id: dict[tuple[str, str, str], Call] = {}
+        self.by_call: dict[int, RetryGroup] = {}
+        self.history = _History()
+        self.linked: deque[Call] = deque()  # in the order they started, until settled
+        self.last_of_unit: dict[str, Call] = {}
+
+    def _new_group(self, origin: RetryOrigin, confidence: Confidence, first: Call) -> RetryGroup:
+        self.count += 1
+        group = RetryGroup(f"r{self.count}", origin, confidence, [first])
+        self.groups.append(group)
+        self.by_call[id(first)] = group
+        return group
+
+    def take(self, calls: list[Call]) -> None:
+        requests = [c for c in calls if c.request.kind == "request" and c.direction == C2S and c.request.facts]
+        self.history.index(requests)
+        for call in requests:
+            # Groups are numbered in the order their first attempts started, whichever calls arrive together.
+            if (group := _resumed_stream(call, f"r{self.count + 1}")) is not None:
+                self.count += 1
+                self.groups.append(group)
+                self.by_call[id(call)] = group
+            self._link(call)
+            self.linked.append(call)
+            if call.client is not None:
+                self.last_of_unit[call.client.unit] = call
+
+    def _link(self, call: Call) -> None:
+        assert call.request.facts is not None
+        latest, latest_tool, latest_probe, by_request_id = (
+            self.latest,
+            self.latest_tool,
+            self.latest_probe,
+            self.by_request_id,
+        )
+        key, unit_key = _key(call), _key(call, in_unit=True)
+        self.history.add(call)
+        lineage = _lineage(call)
+        request_id_key = _request_id_key(call)
+        gateway_copy = by_request_id.get(request_id_key) if request_id_key else None
+        previous: Call | None
+        origin: Origin | None
+        if gateway_copy is not None and _gateway_may_resend(gateway_copy, call):
+            previous, origin = gateway_copy, _gateway_origin(gateway_copy, call)
+        else:
+            same = latest.get(unit_key) or latest.get(key)
+            previous, origin = _previous_attempt(call, same, latest_tool, latest_probe.get(lineage), self.history)
+        if previous is not None and origin is not None:
+            group = self.by_call.get(id(previous))
+            if group is None or group.origin is RetryOrigin.TRANSPORT_RESUME:
+                group = self._new_group(origin[0], origin[1], previous)
+            elif group.origin != origin[0] and origin[0].retries_a_failure:
+                group.evidence.append(f"attempt {len(group.members) + 1} by {origin[0]}")
+            group.members.append(call)
+            group.links.append((origin[0], origin[1]))
+            group.confidence = Confidence.weakest(group.confidence, origin[1])
+            group.evidence.extend(origin[2])
+            self.by_call[id(call)] = group
+            group.is_failure_retry = group.is_failure_retry and origin[0].retries_a_failure
+            if origin[0] is RetryOrigin.PROTOCOL_FALLBACK:
+                # Negotiation is over: the same probe later (another client, a new session) starts anew.
+                latest.pop(_key(previous), None)
+                latest.pop(_key(previous, in_unit=True), None)
+                latest_probe.pop(lineage, None)
+        # Only a request that did not succeed can be retried: keep those, so the index stays small.
+        if is_failure(call.outcome):
+            latest[key] = latest[unit_key] = call
+        else:
+            latest.pop(key, None)
+            latest.pop(unit_key, None)
+        # Only an attempt that may have run can be re-sent by a gateway: keep those, so the index stays small.
+        if request_id_key and execution(call) is Execution.MAYBE:
+            by_request_id[request_id_key] = call
+        elif request_id_key:
+            by_request_id.pop(request_id_key, None)
+        if call.tool:
+            # What a later call of the tool needs to know: its lineage's last call asked for input (an MRTR
+            # round follows), its unit's last call answered isError (an agent re-calls). Only those are kept.
+            for tool_key, outcome in (
+                (_tool_key(call), Outcome.INPUT_REQUIRED),
+                (_tool_key(call, True), Outcome.TOOL_ERROR),
+            ):
+                if call.outcome == outcome:
+                    latest_tool[tool_key] = call
+                else:
+                    latest_tool.pop(tool_key, None)
+        if _is_refused_probe(call):
+            latest_probe[lineage] = call
+
+    def settle(self, before: float) -> list[RetryGroup]:
+        """The groups whose attempts all started before ``before``, with their safety judged, in the order
+        they were made; their calls, and every other call linked before ``before``, leave the indexes."""
+        while self.linked and self.linked[0].request.t < before:
+            self._forget(self.linked.popleft())
+        # In the order they were made: a group waits for every earlier one (and its calls stay open).
+        settled = next((i for i, g in enumerate(self.groups) if g.members[-1].request.t >= before), len(self.groups))
+        done, self.groups = self.groups[:settled], self.groups[settled:]
+        for group in done:
+            _apply(group, self.facts)
+            for member in group.members:
+                if self.by_call.get(id(member)) is group:  # a resumed call may also start a retry group
+                    del self.by_call[id(member)]
+        return done
+
+    def is_open(self, call: Call) -> bool:
+        """``call`` is in a group that a later attempt may still join."""
+        return id(call) in self.by_call
+
+    def _forget(self, call: Call) -> None:
+        def drop(index: dict[Any, Call], key: Any) -> None:
+            if index.get(key) is call:
+                del index[key]
+
+        drop(self.latest, _key(call))
+        drop(self.latest, _key(call, in_unit=True))
+        drop(self.latest_tool, _tool_key(call))
+        drop(self.latest_tool, _tool_key(call, True))
+        drop(self.latest_probe, _lineage(call))
+        if (request_id_key := _request_id_key(call)) is not None:
+            drop(self.by_request_id, request_id_key)
+        unit = call.client.unit if call.client is not None else ""
+        ended = self.last_of_unit.get(unit) is call
+        if ended:
+            del self.last_of_unit[unit]
+        self.history.forget(call, ended)
+
+
+def _resumed_stream(call: Call, group_id: str) -> RetryGroup | None:
+    resumes = [e for e in call.exchanges if e.method == "GET" and "last-event-id" in e.request_headers]
+    if not resumes:
+        return None
+    first = call.exchange
+    ended = (first.stream or {}).get("ended") or ("error" if first.error else "complete")
+    planned = ended == "complete" and not first.error
+    delay = resumes[0].t_request - (first.t_end or first.t_error or first.t_request)
+    evidence = [
+        f"POST stream ended {ended}; GET with Last-Event-ID {resumes[0].request_headers['last-event-id']} "
+        f"{delay:.1f} s later" + _known_delay(delay, first.sse_retry)
+    ]
+    if planned:
+        evidence.append("the stream ended cleanly: a planned reconnect (priming event and retry:), not a failure")
+    group = RetryGroup(
+        group_id, RetryOrigin.TRANSPORT_RESUME, Confidence.HIGH, [call], evidence, is_failure_retry=not planned
+    )
+    return group
+
+
+def _known_delay(delay: float, server_retry_ms: int | None) -> str:
+    if server_retry_ms is not None and abs(delay - server_retry_ms / 1000) < 0.25:
+        return f" (the server's retry: {server_retry_ms} ms)"
+    for expected, name in SDK_RECONNECT_DELAYS.items():
+        if abs(delay - expected) < 0.25:
+            return f" ({name})"
+    return ""
+
+
+def _lineage(call: Call) -> str:
+    return call.client.lineage if call.client is not None else ""
+
+
+def _owner(call: Call, in_unit: bool) -> str:
+    """The client's unit, or its lineage (unit names and lineage names never collide)."""
+    if in_unit:
+        return call.client.unit if call.client is not None else call.scope
+    return _lineage(call)
+
+
+def _key(call: Call, in_unit: bool = False) -> tuple[str, str, str, str]:
+    """A retry is the same client's, to the same server, with the same request."""
+    digest = call.request.facts.digest if call.request.facts else ""
+    return (_owner(call, in_unit), call.exchange.server, call.method or "", digest)
+
+
+def _request_id_key(call: Call) -> tuple[str, str, str] | None:
+    request_id = call.exchange.request_headers.get("x-request-id")
+    if not request_id or call.request.facts is None:
+        return None
+    return (request_id, call.method or "", call.request.facts.digest)
+
+
+def _gateway_may_resend(before: Call, call: Call) -> bool:
+    """A gateway re-sends after a 5xx or a cut or its own upstream timeout, at once or one timeout later."""
+    return execution(before) is Execution.MAYBE and _within_window(before, call, GATEWAY_GAP)
+
+
+def _gateway_origin(before: Call, call: Call) -> Origin:
+    """The same request under the same X-Request-ID after a failed attempt: the gateway re-sent it (nginx
+    proxy_next_upstream, HAProxy retry-on), to this server or another, right after a 5xx or after its
+    upstream timeout. The client saw one request."""
+    delay = call.request.t - (before.t_end or before.request.t)
+    where = "the same server" if before.exchange.server == call.exchange.server else f"{call.exchange.server}"
+    evidence = [
+        f"{before.outcome} ({_carried(before.exchange)}) from {before.exchange.server}, then the same request "
+        f"with the same X-Request-ID {delay:.3f} s later to {where}: a gateway's re-send"
+    ]
+    return RetryOrigin.PROXY, Confidence.HIGH, evidence
+
+
+def _tool_key(call: Call, in_unit: bool = False) -> tuple[str, str, str]:
+    return (_owner(call, in_unit), call.exchange.server, call.tool or "")
+
+
+def _same_unit(before: Call, after: Call) -> bool:
+    """The same session (or, outside sessions, the same connection): one client for certain."""
+    return before.client is not None and after.client is not None and before.client.unit == after.client.unit
+
+
+def _is_refused_probe(call: Call) -> bool:
+    """A refused modern probe (any 4xx or 5xx, or a JSON-RPC error), or an initialize that Streamable HTTP
+    refused as such (400, 404, 405: the client then tries the 2024-11-05 transport)."""
+    status = call.exchange.status
+    if call.method == "server/discover":
+        return call.outcome == Outcome.JSONRPC_ERROR or (status is not None and status >= 400)
+    return call.method == "initialize" and (status in (400, 404, 405) or call.outcome == Outcome.JSONRPC_ERROR)
+
+
+def _previous_attempt(
+    call: Call,
+    same: Call | None,
+    latest_tool: dict[tuple[str, str, str], Call],
+    probe: Call | None,
+    history: _History,
+) -> tuple[Call | None, Origin | None]:
+    """The attempt this call repeats, and (origin, confidence, evidence) of the repetition."""
+    facts = call.request.facts
+    assert facts is not None
+    if _falls_back(call, probe):
+        assert probe is not None
+        why = f"{probe.method} refused ({_carried(probe.exchange)}, {probe.outcome}), then initialize"
+        return probe, (RetryOrigin.PROTOCOL_FALLBACK, Confidence.HIGH, [f"version negotiation: {why}"])
+    if facts.round_digest is not None and call.tool:
+        before = latest_tool.get(_tool_key(call))
+        if before is not None and before.outcome == Outcome.INPUT_REQUIRED:
+            why = "input_required answered: same tool, new id, inputResponses"
+            return before, (RetryOrigin.MRTR_ROUND, Confidence.HIGH, [why])
+    if call.tool and same is None:
+        # Other arguments: only the same session (or connection), right after the isError. A new run of an
+        # agent calls the same tool on a fresh session with arguments of its own.
+        before = latest_tool.get(_tool_key(call, in_unit=True))
+        if (
+            before is not None
+            and before.outcome == Outcome.TOOL_ERROR
+            and _same_unit(before, call)
+            and _within_window(before, call, AGENT_GAP)
+        ):
+            why = "after isError, the same tool again with other arguments, in the same session"
+            return before, (RetryOrigin.AGENT_RETRY, Confidence.MEDIUM, [why])
+    if same is None or not is_failure(same.outcome) or not _within_window(same, call):
+        return None, None
+    origin = _origin(same, call, history)
+    return (same, origin) if origin is not None else (None, None)
+
+
+def _falls_back(call: Call, probe: Call | None) -> bool:
+    """initialize right after a refused modern probe, or after Streamable HTTP refused an initialize."""
+    if probe is None or call.method != "initialize" or call.request.t - probe.request.t >= FALLBACK_GAP:
+        return False
+    if probe.exchange.server != call.exchange.server:
+        return False
+    return probe.method == "server/discover" or call.scope != probe.scope
+
+
+def _carried(exchange: Exchange) -> str:
+    """What carried an attempt's answer, for the evidence: its HTTP status, or the stdio pipes (no status)."""
+    return "stdio" if exchange.stdio is not None else f"HTTP {exchange.status}"
+
+
+def _within_window(before: Call, call: Call, window: float = RETRY_WINDOW) -> bool:
+    """Sent after the failure was visible to the client (its answer, cut or cancel), and soon after."""
+    return 0 <= call.request.t - (before.t_end or before.request.t) <= window
+
+
+def _origin(before: Call, call: Call, history: _History) -> Origin | None:
+    a, b = before.exchange, call.exchange
+    delay = call.request.t - (before.t_end or before.request.t)
+    same_id = before.request.key_id == call.request.key_id
+    id_text = "same JSON-RPC id" if same_id else f"new id {call.request.id!r} (was {before.request.id!r})"
+    session = _session_change(a, b) if before.scope != call.scope else "same session"
+    connection = "same connection" if a.client_conn == b.client_conn else "a new connection"
+    if a.stdio is not None or b.stdio is not None:  # pipes: a run of the server, no connection
+        connection = "the same server process" if a.stdio is b.stdio else "another run of the server"
+    evidence = [
+        f"{before.outcome} ({_carried(a)}), then the same request {delay:.2f} s later: {id_text}, "
+        f"{session}, {connection}"
+    ]
+    attempts = b.request_headers.get("x-envoy-attempt-count")
+    if attempts and attempts.strip().isascii() and attempts.strip().isdigit() and int(attempts) > 1:
+        return RetryOrigin.PROXY, Confidence.HIGH, [*evidence, f"x-envoy-attempt-count: {attempts}"]
+    credentials = b.request_headers.get("authorization")
+    if a.status in (401, 403) and credentials is not None and credentials != a.request_headers.get("authorization"):
+        # Only new credentials make it an auth retry: the same request refused again, or an unconditional
+        # probe after a 403 for another reason (a foreign Origin), is not one.
+        confidence = Confidence.HIGH if same_id else Confidence.MEDIUM
+        return RetryOrigin.AUTH_RETRY, confidence, [*evidence, "credentials added or changed after 401/403"]
+    if same_id and before.scope == call.scope and delay < PROXY_GAP:
+        why = "byte-identical re-send within 0.5 s: a gateway's copy"
+        return RetryOrigin.PROXY, Confidence.MEDIUM, [*evidence, why]
+    if a.status == 404 and a.session_id and before.scope != call.scope:
+        return RetryOrigin.SESSION_REINIT, Confidence.HIGH, [*evidence, "404 on the session, then a fresh initialize"]
+    if delay > MANUAL_GAP:
+        return RetryOrigin.MANUAL, Confidence.LOW, [*evidence, f"after {delay:.0f} s: a person, not a loop"]
+    if before.outcome == Outcome.TOOL_ERROR and _same_unit(before, call):
+        return RetryOrigin.AGENT_RETRY, Confidence.MEDIUM, [*evidence, "after isError, the same tool call again"]
+    backoff = next((d for d in BACKOFF_DELAYS if abs(delay - d) < 0.2 * d), None)
+    note = f" (matches a {backoff:.0f} s backoff step)" if backoff else ""
+    evidence.append(f"the application sent it again{note}")
+    if _same_unit(before, call):
+        # Within one session (or connection) the sender is certain; a new id says it is no gateway's copy.
+        return RetryOrigin.APP_RETRY, Confidence.HIGH if not same_id else Confidence.MEDIUM, evidence
+    # Another unit of the same client. A connection outside sessions that did not open with a negotiation is
+    # only another of the pool's. A fresh session (or a stateless run's own connection) is a new start: an
+    # application loop that starts over re-runs the calls that led to the failure, while a lone identical
+    # request may as well be the client's next run or a test suite's next case, which the capture cannot
+    # tell from a retry: it is noted on the call, not linked.
+    joined = call.client.joined if call.client is not None else "the same client"
+    if not _opened_anew(call):
+        if history.crowded(before, call):
+            return None  # identical requests from other connections of the lineage in between
+        return RetryOrigin.APP_RETRY, Confidence.MEDIUM, [*evidence, f"on another connection ({joined})"]
+    if call.method in OPENING_METHODS:
+        # The client never got in: opening again is its next attempt, not a next run.
+        return RetryOrigin.APP_RETRY, Confidence.MEDIUM, [*evidence, f"opening anew ({joined})"]
+    unit_kind = "session" if call.client is not None and call.client.unit_is_session else "connection"
+    if history.reruns(before, call):
+        rerun = f"on a fresh {unit_kind} ({joined}) that first re-ran the calls before the failed one"
+        return RetryOrigin.APP_RETRY, Confidence.MEDIUM, [*evidence, rerun]
+    call.evidence = (
+        *call.evidence,
+        f"not linked as a retry: {before.call_id} sent the same request {delay:.2f} s earlier from the same client's "
+        f"previous {unit_kind} and got {before.outcome}; a lone identical request on a new {unit_kind} may be a new "
+        "one (the next run, a test's next case)",
+    )
+    return None
+
+
+def _opened_anew(call: Call) -> bool:
+    return call.client is not None and call.client.opened
+
+
+def _session_change(before: Exchange, after: Exchange) -> str:
+    had = before.session_id or before.legacy_session
+    has = after.session_id or after.legacy_session
+    if had and has:
+        return "a new session"
+    if has:
+        return "now in a session"
+    return "no session (stateless)" if not had else "no longer in a session"
+
+
+def _apply(group: RetryGroup, facts: CaptureFacts) -> None:
+    links: list[tuple[RetryOrigin | None, Confidence | None]] = [(None, None), *group.links]
+    for attempt, (call, (origin, confidence)) in enumerate(zip(group.members, links, strict=True), 1):
+        call.retry_group, call.attempt = group.group_id, attempt
+        call.retry_origin, call.retry_confidence = origin, confidence
+    if group.origin is RetryOrigin.TRANSPORT_RESUME:
+        call = group.members[0]
+        call.retry_origin, call.retry_confidence = group.origin, group.confidence
+        group.safety = Safety.RESUMED
+        return
+    if not group.is_failure_retry:
+        group.safety = Safety.NOT_A_FAILURE_RETRY
+        return
+    pairs = list(zip(group.members, group.members[1:], strict=False))
+    verdicts = [_attempt_safety(before, after, facts) for before, after in pairs]
+    group.safety = next((v for v in verdicts if v is not Safety.SAFE), Safety.SAFE)
+    # Only a tool runs: a repeated initialize or tools/list changes nothing on the server. What ran is read
+    # from each verdict, as DUPLICATE_EXECUTION reads it.
+    group.may_have_run_twice = any(
+        after.method == "tools/call"
+        and execution(before) is Execution.MAYBE
+        and execution(after) is not Execution.NOT_RUN
+        for before, after in pairs
+    )
+    if group.may_have_run_twice and group.safety.is_unsafe:
+        group.evidence.append("both attempts reached the server: the tool may have run twice")
+
+
+def _attempt_safety(before: Call, after: Call, facts: CaptureFacts) -> Safety:
+    notes: list[Safety] = []
+    wait = _retry_after(before) if before.exchange.status in (429, 503) else None
+    if wait is not None:
+        waited = after.request.t - (before.t_end or before.request.t)
+        if waited < wait:
+            _flag(after, Flag.RETRY_AFTER_IGNORED, f"retried after {waited:.2f} s; Retry-After asked for {wait:g} s")
+            notes.append(Safety.RETRY_AFTER_IGNORED)
+    if before.error_code == -32602 and _same_params(before, after):
+        after.evidence = (*after.evidence, "retried unchanged after -32602 invalid params: it will fail again")
+        notes.append(Safety.POINTLESS)
+    tool = facts.tools.get(after.tool or "") or {}
+    hints = given if isinstance(given := tool.get("annotations"), dict) else {}
+    harmless = replayable(after.tool, facts)
+    if after.method == "tools/call" and _effects_unknown(before) and not harmless:
+        why = f"{before.outcome} left the tool's side effects unknown and {after.tool!r} is not marked "
+        why += "readOnlyHint or idempotentHint in tools/list" if tool else "in any tools/list of the capture"
+        if hints.get("destructiveHint"):
+            why += "; it is marked destructiveHint"
+        _flag(after, Flag.UNSAFE_RETRY, why)
+        notes.insert(0, Safety.UNSAFE)
+    elif before.outcome in ANSWERED_WRONGLY:
+        # The server answered, so it ran: do not replay; keep the raw answer and find the defect.
+        after.evidence = (*after.evidence, f"replayed after {before.outcome}: the server answered, so it ran")
+        notes.append(Safety.DO_NOT_REPLAY)
+    elif before.outcome == Outcome.TOOL_ERROR and after.method == "tools/call" and not harmless:
+        why = f"{after.tool!r} ran and reported an error; repeating it depends on what it does"
+        after.evidence = (*after.evidence, why)
+        notes.append(Safety.DEPENDS_ON_TOOL)
+    return notes[0] if notes else Safety.SAFE
+
+
+def _same_params(before: Call, after: Call) -> bool:
+    a, b = before.request.facts, after.request.facts
+    return a is not None and b is not None and a.digest == b.digest
+
+
+def _effects_unknown(call: Call) -> bool:
+    return execution(call) is Execution.MAYBE
+
+
+def _flag(call: Call, flag: Flag, why: str) -> None:
+    if flag not in call.flags:
+        call.flags = tuple(sorted({*call.flags, flag}))
+    call.evidence = (*call.evidence, why)

@@ -1,0 +1,428 @@
+"""One verdict per call: its outcome, the layer that failed, flags and the evidence.
+
+``classify_call`` reads top to bottom in the order of the layers: transport
+(did an HTTP answer come, did the stream finish), protocol (is the answer JSON,
+is it a JSON-RPC response, is it an error), interaction (is it an
+``input_required`` round), application (did the tool fail). The first outcome
+that applies wins; each check that led to it is written into the evidence.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from mcp_blackbox.analyzer.calls.schema_check import SchemaCheck, check_structured_content
+from mcp_blackbox.analyzer.calls.stdio_calls import exception_in, short_command, stderr_of
+from mcp_blackbox.analyzer.model.records import C2S, Call, Exchange, Message
+from mcp_blackbox.analyzer.model.slim import MISSING, OMITTED, ResultShape, interned, json_kind
+from mcp_blackbox.analyzer.model.vocabulary import Flag, Layer, Outcome
+
+MODERN = "2026-07-28"
+# 2026-07-28 sends some JSON-RPC errors with an HTTP status of their own (as the official Python SDK maps
+# them): there, such a status is the protocol working, not a mismatch. Any other code keeps 200.
+MODERN_ERROR_STATUS = {-32700: 400, -32600: 400, -32602: 400, -32020: 400, -32021: 400, -32022: 400, -32601: 404}
+# Ends the evidence that only the whole capture can give ("not resumed later in the capture"): the live
+# verdict, which sees one exchange as it ends, leaves those lines out.
+CAPTURE_WIDE = " in the capture"
+# What the recorder's HTTP/2 reset endings mean: mitmproxy words a RST_STREAM from either peer "stream reset
+# by client", so the words are not the side (addon/error_side.py reads it from mitmproxy's stream state).
+RESET_SIDES = {
+    "server-reset": "the server reset the HTTP/2 stream (RST_STREAM from the server's connection)",
+    "stream-reset": "an HTTP/2 stream reset; which side sent it is not known",
+}
+
+
+@dataclass
+class CaptureFacts:
+    """What the whole capture says that a single call's verdict needs."""
+
+    tools: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> Tool from tools/list
+    versions: dict[str, str] = field(default_factory=dict)  # scope -> negotiated protocol version
+    servers: set[str] = field(default_factory=set)  # serverInfo "name/version" seen
+
+
+@dataclass
+class Verdict:
+    outcome: Outcome
+    evidence: list[str]
+    flags: list[Flag] = field(default_factory=list)
+    error_code: int | None = None
+    error_message: str | None = None
+
+    @property
+    def layer(self) -> Layer:
+        return self.outcome.layer
+
+
+def apply_verdict(call: Call, facts: CaptureFacts) -> None:
+    if call.exchange.stdio is not None:
+        call.stderr = stderr_of(call)  # before the verdict, which reads them (STDERR_DURING_CALL)
+    verdict = classify_call(call, facts)
+    call.outcome, call.layer = verdict.outcome, verdict.layer
+    # Most evidence lines ("HTTP 200", "POST /mcp") recur across calls: one copy of each.
+    call.evidence = tuple(interned(line) for line in (*verdict.evidence, *call.evidence))
+    call.flags = tuple(sorted({*call.flags, *verdict.flags}))
+    call.error_code, call.error_message = verdict.error_code, verdict.error_message
+
+
+def protocol_version(call: Call, facts: CaptureFacts) -> str | None:
+    if call.request.facts is not None and call.request.facts.version is not None:
+        return call.request.facts.version
+    return call.exchange.request_headers.get("mcp-protocol-version") or facts.versions.get(call.scope)
+
+
+def classify_call(call: Call, facts: CaptureFacts) -> Verdict:
+    exchange = call.exchange
+    if exchange.stdio is not None:
+        return _classify_stdio(call, facts)
+    evidence = [f"{exchange.method} {exchange.path}"]
+    if call.request.kind == "notification":
+        return _classify_notification(exchange, evidence)
+    return _partial_capture(call, _after_cancel(call, _classify_request(call, facts, evidence)))
+
+
+def _partial_capture(call: Call, verdict: Verdict) -> Verdict:
+    """TRUNCATED_IN_CAPTURE when a stream that carried the call was longer than the recorder kept
+    (``mcp_stream_max_body``): the client got every byte, the capture has the head and the tail.
+    The verdict is the one those show; the flag says that bytes in between are not in the file."""
+    dropped = max(((e.stream or {}).get("dropped_bytes") or 0 for e in call.exchanges), default=0)
+    if not isinstance(dropped, int) or dropped <= 0:
+        return verdict
+    verdict.flags.append(Flag.TRUNCATED_IN_CAPTURE)
+    verdict.evidence.append(
+        f"the capture dropped {dropped} bytes of the stream (mcp_stream_max_body); the client got them"
+    )
+    if verdict.outcome is Outcome.STREAM_INCOMPLETE and (call.exchange.stream or {}).get("ended") == "complete":
+        verdict.evidence.append("the stream ended complete: its answer may be among the dropped bytes")
+    return verdict
+
+
+def _classify_request(call: Call, facts: CaptureFacts, evidence: list[str]) -> Verdict:
+    exchange = call.exchange
+    # Transport: an HTTP answer, and a finished one.
+    if exchange.status is None and not call.responses:
+        evidence.append(f"no HTTP response: {exchange.error or 'the capture ends before one'}")
+        return Verdict(Outcome.NO_RESPONSE, evidence)
+    if exchange.status is not None:
+        evidence.append(f"HTTP {exchange.status}")
+        if exchange.content_type:
+            evidence.append(f"content-type {exchange.content_type}")
+    if exchange.status is not None and not 200 <= exchange.status < 300:
+        return _classify_http_error(call, exchange.status, facts, evidence)
+    answer = _final_answer(call, evidence)
+    if _body_cut(exchange) and (answer is None or (answer.kind == "invalid" and answer.exchange is exchange)):
+        # Headers came, then the connection ended before the declared body did: a transfer cut, not a
+        # server that wrote bad JSON (the bytes that came are partial by the transfer's own account).
+        evidence.append(f"the response body was cut: {exchange.error}")
+        return Verdict(Outcome.STREAM_INCOMPLETE, evidence)
+    if answer is None:
+        return _classify_unanswered(call, facts, evidence)
+    return _classify_answer(call, answer, facts, evidence, _answer_flags(call, answer, evidence))
+
+
+def _classify_answer(
+    call: Call, answer: Message, facts: CaptureFacts, evidence: list[str], flags: list[Flag]
+) -> Verdict:
+    # Protocol: JSON, a JSON-RPC response, not an error.
+    if answer.kind == "invalid":
+        if answer.problem and answer.problem.startswith("not JSON"):
+            evidence.append(f"response is {answer.problem}")
+            return Verdict(Outcome.MALFORMED_JSON, evidence, flags)
+        evidence.append(f"invalid JSON-RPC response: {answer.problem}")
+        return Verdict(Outcome.INVALID_ENVELOPE, evidence, flags)
+    if answer.error is not None:
+        code, message = answer.error
+        evidence.append(f"JSON-RPC error {code}: {message}")
+        return Verdict(Outcome.JSONRPC_ERROR, evidence, flags, code, message)
+    assert answer.shape is not None  # a result
+    if call.method == "tools/call":
+        return _classify_tool_result(call, answer.shape, facts, evidence, flags)
+    if answer.shape.result_type == "input_required":
+        evidence.append('resultType "input_required": another round follows')
+        return Verdict(Outcome.INPUT_REQUIRED, evidence, flags)
+    evidence.append("result")
+    return Verdict(Outcome.SUCCESS, evidence, flags)
+
+
+def _after_cancel(call: Call, verdict: Verdict) -> Verdict:
+    """The cancel ends the attempt when no answer came before it: CANCELLED instead of NO_RESPONSE or
+    STREAM_INCOMPLETE, whatever the connection did afterwards, and instead of what a late answer said
+    (kept, and flagged when it is a result: the server did the work anyway). A protocol fault the
+    server made before the client gave up (a wrong id, a body that is not JSON) stays what it is."""
+    cancelled_at = call.cancelled_at
+    if cancelled_at is None:
+        return verdict
+    answer = call.responses[0] if call.responses else None
+    answered_late = answer is not None and answer.t > cancelled_at and answer.kind in ("result", "error")
+    exchange = call.exchange
+    # When the transport failed or the server answered wrongly: after the cancel, the client had given up.
+    failed_at = answer.t if answer is not None else (exchange.t_response or exchange.t_error)
+    faulted_late = failed_at is not None and failed_at > cancelled_at
+    unanswered = verdict.outcome in (Outcome.NO_RESPONSE, Outcome.STREAM_INCOMPLETE)
+    if not (answered_late or unanswered or faulted_late):
+        return verdict
+    evidence = [
+        *verdict.evidence,
+        f"the client sent notifications/cancelled {cancelled_at - call.request.t:.2f} s after the request",
+    ]
+    flags = list(verdict.flags)
+    if answer is not None and answered_late:
+        late = f"{answer.t - cancelled_at:.2f} s after the cancel"
+        if answer.kind == "result":
+            evidence.append(f"the result arrived {late}: the server did the work anyway")
+            flags.append(Flag.ANSWERED_AFTER_CANCEL)
+        else:
+            evidence.append(f"the error arrived {late}")
+    return Verdict(Outcome.CANCELLED, evidence, flags, verdict.error_code, verdict.error_message)
+
+
+def _classify_notification(exchange: Exchange, evidence: list[str]) -> Verdict:
+    if exchange.status is None:
+        evidence.append(f"no HTTP response: {exchange.error or 'the capture ends before one'}")
+        return Verdict(Outcome.NO_RESPONSE, evidence)
+    evidence.append(f"HTTP {exchange.status}")
+    if 200 <= exchange.status < 300:
+        evidence.append("notification accepted")
+        return Verdict(Outcome.ACCEPTED, evidence)
+    if exchange.error_text:
+        evidence.append(f"body: {exchange.error_text!r}")
+    return Verdict(Outcome.HTTP_ERROR, evidence, error_message=exchange.error_text)
+
+
+def _classify_http_error(call: Call, status: int, facts: CaptureFacts, evidence: list[str]) -> Verdict:
+    on_exchange = [m for m in call.responses if m.exchange is call.exchange]
+    errors = [m.error for m in on_exchange if m.error is not None]
+    if errors:
+        code, message = errors[0]
+        evidence.append(f"JSON-RPC error {code}: {message}")
+        flags = []
+        if protocol_version(call, facts) == MODERN and MODERN_ERROR_STATUS.get(code) == status:
+            evidence.append(f"HTTP {status} is the status 2026-07-28 gives error {code}")
+        elif 400 <= status < 500:
+            flags.append(Flag.HTTP_STATUS_MISMATCH)
+        return Verdict(Outcome.JSONRPC_ERROR, evidence, flags, code, message)
+    flags = []
+    if any(m.kind == "result" for m in on_exchange):
+        evidence.append(f"body holds a JSON-RPC result, but HTTP {status} failed the exchange")
+        flags.append(Flag.HTTP_STATUS_MISMATCH)
+    elif call.exchange.error_text:
+        evidence.append(f"body is not a JSON-RPC error: {call.exchange.error_text!r}")
+    else:
+        evidence.append("body is not a JSON-RPC error")
+    return Verdict(Outcome.HTTP_ERROR, evidence, flags, error_message=call.exchange.error_text)
+
+
+def _body_cut(exchange: Exchange) -> bool:
+    """A plain (not event-stream) response whose transfer ended in an error after its headers."""
+    return exchange.status is not None and not exchange.is_event_stream and bool(exchange.error)
+
+
+def _final_answer(call: Call, evidence: list[str]) -> Message | None:
+    answers = [m for m in call.responses if m.kind in ("result", "error", "invalid")]
+    if not answers:
+        return None
+    if len(answers) > 1:
+        # Still a list: apply_verdict makes it a tuple only after classify_call returns (records.Call).
+        call.flags.append(Flag.DUPLICATE_RESPONSE)  # type: ignore[union-attr]
+        evidence.append(f"{len(answers)} responses to one request; the first counts")
+    return answers[0]
+
+
+def _answer_flags(call: Call, answer: Message, evidence: list[str]) -> list[Flag]:
+    if answer.exchange is call.exchange:
+        return []
+    carrier = answer.exchange
+    resumed = carrier.request_headers.get("last-event-id")
+    if carrier.method == "GET" and resumed is not None:
+        stream = call.exchange.stream or {}
+        if stream.get("ended") == "complete" and not call.exchange.error:
+            # The server closed the stream cleanly after a priming event (and its retry:): the answer was
+            # always going to come on the reconnect. Not late; planned.
+            evidence.append(f"answer delivered on the planned reconnect (GET with Last-Event-ID {resumed})")
+            return []
+        evidence.append(f"answer arrived on a resumed GET (Last-Event-ID {resumed})")
+        return [Flag.LATE_RESPONSE]
+    evidence.append(f"answer arrived on {carrier.method} {carrier.path}")
+    return []
+
+
+def _classify_unanswered(call: Call, facts: CaptureFacts, evidence: list[str]) -> Verdict:
+    exchange = call.exchange
+    if call.stray:
+        stray = call.stray[0]
+        evidence.append(f"response id {stray.id!r} does not match request id {call.request.id!r}")
+        return Verdict(Outcome.INVALID_ENVELOPE, evidence)
+    if exchange.is_event_stream:
+        events = sum(1 for n in call.notifications if n.exchange is exchange)
+        evidence.append(f"{events} events, no final response")
+        stream = exchange.stream
+        if stream is not None:
+            why = f" ({stream['error']})" if stream.get("error") else ""
+            evidence.append(f"stream ended: {stream.get('ended')}{why}")
+            if stream.get("ended") in RESET_SIDES:
+                evidence.append(RESET_SIDES[stream["ended"]])
+        elif exchange.error:
+            evidence.append(f"stream ended: {exchange.error}")
+        else:
+            evidence.append("capture without the addon: how the stream ended is not recorded")
+    elif exchange.status == 202:
+        evidence.append("202 Accepted; the answer never arrived on a stream" + CAPTURE_WIDE)
+    else:
+        evidence.append("no JSON-RPC response in the body")
+    if protocol_version(call, facts) == MODERN and exchange.is_event_stream:
+        evidence.append("2026-07-28: a closed stream cancels the request (cancellation or loss)")
+    elif exchange.is_event_stream:
+        evidence.append("not resumed later" + CAPTURE_WIDE)
+    if exchange.is_event_stream:
+        return Verdict(Outcome.STREAM_INCOMPLETE, evidence)
+    if exchange.status == 202:
+        return Verdict(Outcome.NO_RESPONSE, evidence)
+    return Verdict(Outcome.MALFORMED_JSON, evidence)
+
+
+def _classify_tool_result(
+    call: Call, result: ResultShape, facts: CaptureFacts, evidence: list[str], flags: list[Flag]
+) -> Verdict:
+    if result.kind != "object":
+        evidence.append(f"tools/call result is not an object but {json_article(result.kind)}")
+        return Verdict(Outcome.INVALID_TOOL_RESULT, evidence, flags)
+    # 2026-07-28: clients MUST treat an absent resultType as "complete".
+    result_type = "complete" if result.result_type is MISSING else result.result_type
+    if result_type == "input_required":
+        evidence.append('resultType "input_required": another round follows')
+        return Verdict(Outcome.INPUT_REQUIRED, evidence, flags)
+    if result_type != "complete":
+        evidence.append(f"unknown resultType {result_type!r}")
+        return Verdict(Outcome.INVALID_TOOL_RESULT, evidence, flags)
+    if result.content != "array":
+        what = "missing" if result.content is MISSING else json_article(json_kind(result.content))
+        evidence.append(f"content is {what}, not an array")
+        return Verdict(Outcome.INVALID_TOOL_RESULT, evidence, flags)
+    is_error = False if result.is_error is MISSING else result.is_error
+    if not isinstance(is_error, bool):
+        evidence.append(f"isError is {json_article(json_kind(is_error))}, not a boolean")
+        return Verdict(Outcome.INVALID_TOOL_RESULT, evidence, flags)
+    if is_error:
+        evidence.append("isError: true")
+        return Verdict(Outcome.TOOL_ERROR, evidence, flags, error_message=result.first_text)
+    # 2026-07-28 defines resultType; earlier versions have none, and an absent one says nothing there.
+    absent = result.result_type is MISSING and protocol_version(call, facts) == MODERN
+    evidence.append("tool result complete" + (" (no resultType: complete)" if absent else ""))
+    # After the completion line: what a flag says is the last word on the call.
+    flags = [*flags, *_success_flags(call, result, facts, evidence)]
+    return Verdict(Outcome.TOOL_SUCCESS, evidence, flags)
+
+
+def json_article(kind: str) -> str:
+    return f"an {kind}" if kind[0] in "aeiou" else f"a {kind}"
+
+
+def _success_flags(call: Call, result: ResultShape, facts: CaptureFacts, evidence: list[str]) -> list[Flag]:
+    flags: list[Flag] = []
+    if result.content_count == 0 and result.structured is MISSING:
+        evidence.append("isError false, but nothing returned")
+        flags.append(Flag.EMPTY_RESULT)
+    if result.reads_like_error:
+        evidence.append(f"isError false, but the content reads like an error: {(result.first_text or '')[:80]!r}")
+        flags.append(Flag.SUSPECT_SOFT_ERROR)
+    schema = (facts.tools.get(call.tool or "") or {}).get("outputSchema")
+    if isinstance(schema, dict) and result.structured is OMITTED:
+        evidence.append("structuredContent too large to check against the outputSchema")
+    elif isinstance(schema, dict):
+        if result.structured is MISSING:
+            check = SchemaCheck(problems=("no structuredContent",))
+        else:
+            check = check_structured_content(result.structured, schema)
+        if check.problems:
+            evidence.append(f"structuredContent breaks the tool's outputSchema: {'; '.join(check.problems)}")
+            flags.append(Flag.OUTPUT_SCHEMA_VIOLATION)
+        if check.unchecked is not None:
+            evidence.append(f"structuredContent not checked against the outputSchema: {check.unchecked}")
+    return flags
+
+
+# ---------------------------------------------------------------------------- stdio (analyzer/read/stdio_load.py)
+
+
+def _classify_stdio(call: Call, facts: CaptureFacts) -> Verdict:
+    """A call over a stdio server's pipes: no HTTP, so no status; the transport fails when the server died
+    or the client closed its stdin before the answer, and a line on stdout that is not JSON breaks the call
+    that was waiting (the loader puts it on that call's stdin exchange)."""
+    exchange, session = call.exchange, call.exchange.stdio
+    assert session is not None
+    client = call.direction == C2S
+    where = "the server's stdin" if client else "the server's stdout"
+    evidence = [f"stdio: {call.request.kind} on {where} ({short_command(session.command_text)})"]
+    if call.request.kind == "notification":
+        evidence.append("notification written to the server")
+        return Verdict(Outcome.ACCEPTED, evidence)
+    # Lines that broke the call (not JSON) are on its own exchange; answers arrive on stdout lines of their own.
+    broken = [m for m in call.responses if m.exchange is exchange and m.kind == "invalid"]
+    answers = [m for m in call.responses if m not in broken]
+    answer = _final_answer_of(call, answers, evidence)
+    if broken:
+        # A line that is not JSON, or JSON that is no JSON-RPC message (no id to pair it by). The cause last: it
+        # is the line a gate or a table shows (call_record.reason).
+        not_json = (broken[0].problem or "").startswith("not JSON")
+        what = "a line that is not JSON" if not_json else "a line that is not JSON-RPC"
+        if answer is not None:
+            late = (answer.t - broken[0].t) * 1000
+            evidence.append(
+                f"the answer ({answer.kind}) came {late:.0f} ms after {what}: a client that skips a bad line got "
+                "it, one that stops at it did not"
+            )
+        else:
+            evidence.append(_stdio_end(call, f"no answer after {what}"))
+        if len(broken) > 1:
+            evidence.append(f"{len(broken)} such lines during the call; the first:")
+        said = broken[0].problem if not_json else f"not JSON-RPC: {broken[0].problem}"
+        evidence.append(f"a line on stdout while the call waited is {said}")
+        outcome = Outcome.MALFORMED_JSON if not_json else Outcome.INVALID_ENVELOPE
+        return _after_cancel(call, Verdict(outcome, evidence))
+    if answer is None:
+        if call.stray:
+            stray = call.stray[0]
+            evidence.append(f"response id {stray.id!r} does not match request id {call.request.id!r}")
+            return Verdict(Outcome.INVALID_ENVELOPE, evidence)
+        answered_on = "stdout" if client else "stdin"
+        return _after_cancel(
+            call, Verdict(Outcome.NO_RESPONSE, [*evidence, _stdio_end(call, f"no answer on {answered_on}")])
+        )
+    flags: list[Flag] = []
+    if answer.problem and answer.problem.startswith("cut in the capture"):
+        evidence.append(f"the answer's line was {answer.problem}: the client got it whole; judged on its head")
+        flags.append(Flag.TRUNCATED_IN_CAPTURE)
+    verdict = _after_cancel(call, _classify_answer(call, answer, facts, evidence, flags))
+    if verdict.outcome in (Outcome.SUCCESS, Outcome.TOOL_SUCCESS) and (shown := exception_in(call.stderr)):
+        after = (shown.t_first - call.request.t) * 1000
+        verdict.evidence.append(
+            f"stderr {after:.0f} ms after the request shows an exception: {shown.text[:120]!r} "
+            f"({len(call.stderr)} stderr line(s) during the call)"
+        )
+        verdict.flags.append(Flag.STDERR_DURING_CALL)
+    return verdict
+
+
+def _final_answer_of(call: Call, answers: list[Message], evidence: list[str]) -> Message | None:
+    answers = [m for m in answers if m.kind in ("result", "error", "invalid")]
+    if len(answers) > 1:
+        call.flags.append(Flag.DUPLICATE_RESPONSE)  # type: ignore[union-attr]
+        evidence.append(f"{len(answers)} responses to one request; the first counts")
+    return answers[0] if answers else None
+
+
+def _stdio_end(call: Call, what: str) -> str:
+    """How the session ended for a call without an answer: "no answer on stdout: the server exited ..."."""
+    session = call.exchange.stdio
+    assert session is not None
+    ended = session.end_after(call.request.t)
+    if ended is None:
+        return f"{what}: still waiting when the capture ended"
+    _, at, words = ended
+    after = at - call.request.t
+    return (
+        f"{what}: {words} {after * 1000:.0f} ms after the request"
+        if after < 1
+        else f"{what}: {words} {after:.2f} s after the request"
+    )

@@ -1,0 +1,99 @@
+"""The pipeline end to end: files -> exchanges -> messages -> calls with verdicts, all of them at once
+(``analyze``); ``CallStream`` (analyzer/across/call_stream.py) gives them one at a time."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from mcp_blackbox.analyzer.across.call_stream import DEFAULT_WINDOW, CallStream, gather_facts_of
+from mcp_blackbox.analyzer.across.executions import DuplicateExecution
+from mcp_blackbox.analyzer.across.retries import RetryGroup
+from mcp_blackbox.analyzer.calls.classify import CaptureFacts, protocol_version
+from mcp_blackbox.analyzer.model.records import Call, Exchange
+from mcp_blackbox.analyzer.outputs.call_record import call_record
+from mcp_blackbox.analyzer.outputs.export import iter_records
+from mcp_blackbox.analyzer.outputs.frames import calls_frame, retry_groups_frame
+from mcp_blackbox.analyzer.read.load import LoadReport, ReadFigures
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+@dataclass
+class Analysis(ReadFigures):
+    call_objects: list[Call]
+    exchanges: list[Exchange]
+    report: LoadReport
+    facts: CaptureFacts
+    retry_groups: list[RetryGroup] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # what the capture could not show
+    duplicate_executions: list[DuplicateExecution] = field(default_factory=list)  # writes that ran again
+    stream_events: list[dict[str, Any]] = field(default_factory=list)  # a GET or DELETE refused: no call
+    auth_steps: list[dict[str, Any]] = field(default_factory=list)  # the OAuth flow around the calls
+
+    @cached_property
+    def calls(self) -> list[dict[str, Any]]:
+        """The calls as the export contract has them, in the order they started."""
+        return [call_record(c, protocol_version(c, self.facts)) for c in self.call_objects]
+
+    def final_calls(self) -> list[Call]:
+        """The calls, in the order they started (what an export reads: see ``outputs.export.Analyzed``)."""
+        return self.call_objects
+
+    def to_pandas(self, *, redact: bool = True) -> pd.DataFrame:
+        """The calls as a frame with explicit dtypes (analyzer/outputs/frames.py); evidence and error
+        messages redacted like the export's unless ``redact=False``."""
+        return calls_frame(iter_records(self, redact=redact))
+
+    def retry_groups_to_pandas(self) -> pd.DataFrame:
+        """The retry groups as a frame with explicit dtypes, one row per group."""
+        return retry_groups_frame(group.record() for group in self.retry_groups)
+
+    @cached_property
+    def calls_frame(self) -> pd.DataFrame:
+        """``to_pandas()``, built once."""
+        return self.to_pandas()
+
+    @property
+    def analyzed(self) -> int:
+        return len(self.exchanges)
+
+
+def analyze(paths: Iterable[str | Path], *, keep_details: bool = False, report: LoadReport | None = None) -> Analysis:
+    """Analyze flow files (from the addon, plain mitmdump or HAR) into calls with verdicts.
+
+    A directory stands for its ``*.flows`` files and a glob for its matches, by name (rotated files are
+    named by their start time), read as one capture (``analyzer/wire/inputs.py``).
+
+    ``keep_details`` keeps bodies, every header and the addon's per-chunk record (for a report);
+    without it only what the verdicts need is held, so large captures fit in memory.
+    ``report``: pass one to watch ``flows_read`` and ``bytes_read`` grow from another thread.
+    """
+    stream = CallStream(paths, window=None, keep_details=keep_details, report=report)
+    calls = list(stream)
+    return Analysis(
+        calls,
+        stream.exchanges,
+        stream.report,
+        stream.facts,
+        stream.retry_groups,
+        stream.notes,
+        stream.duplicate_executions,
+        stream.stream_events,
+        stream.auth_steps,
+    )
+
+
+def gather_facts(calls: list[Call]) -> CaptureFacts:
+    """Tools (from tools/list) and negotiated versions (from initialize), for every call's verdict."""
+    facts = CaptureFacts()
+    for call in calls:
+        gather_facts_of(call, facts)
+    return facts
+
+
+__all__ = ["DEFAULT_WINDOW", "Analysis", "CallStream", "analyze", "protocol_version"]

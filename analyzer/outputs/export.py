@@ -1,0 +1,162 @@
+"""The export contract (docs/ARCHITECTURE.md): calls, retry groups, summary and skipped flows, as JSON or CSV.
+
+Records are built and written one call at a time, so exporting a large capture
+does not hold a second copy of it in memory.
+"""
+
+from __future__ import annotations
+
+import csv
+import functools
+import json
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from typing import IO, Any, Protocol
+
+from mcp_blackbox.analyzer.calls.classify import CaptureFacts, protocol_version
+from mcp_blackbox.analyzer.model.records import Call
+from mcp_blackbox.analyzer.model.vocabulary import Transport
+from mcp_blackbox.analyzer.outputs.call_record import COLUMNS, call_record
+from mcp_blackbox.analyzer.redaction.redact import redact_strings, redact_text, redact_url
+
+
+class Analyzed(Protocol):
+    """What an export reads of an analysis: the whole one (``outputs.analysis.Analysis``) or a stream of it
+    (``across.call_stream.CallStream``), whose calls become final as it is read."""
+
+    facts: CaptureFacts
+    retry_groups: list[Any]
+    duplicate_executions: list[Any]
+    stream_events: list[dict[str, Any]]
+    auth_steps: list[dict[str, Any]]
+    notes: list[str]
+
+    @property
+    def flows_read(self) -> int: ...
+    @property
+    def analyzed(self) -> int: ...
+    @property
+    def skipped(self) -> list[dict[str, Any]]: ...
+    @property
+    def read_problems(self) -> list[dict[str, Any]]: ...
+    def final_calls(self) -> Iterable[Call]: ...
+
+
+COUNTED = {"by_outcome": "outcome", "by_layer": "layer", "by_method": "method", "by_tool": "tool"}
+
+
+class Tally:
+    """Counts by outcome, layer, method, tool and flag, fed one record at a time."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.counts = {name: Counter[str]() for name in COUNTED}
+        self.flags = Counter[str]()
+
+    def add(self, record: dict[str, Any]) -> dict[str, Any]:
+        self.calls += 1
+        for name, key in COUNTED.items():
+            if record[key] is not None:
+                self.counts[name][str(record[key])] += 1
+        self.flags.update(record["flags"])
+        return record
+
+    def summary(self, analysis: Analyzed) -> dict[str, Any]:
+        return {
+            "flows_read": analysis.flows_read,
+            "flows_analyzed": analysis.analyzed,
+            "flows_skipped": len(analysis.skipped),
+            "calls": self.calls,
+            **{name: dict(counter.most_common()) for name, counter in self.counts.items()},
+            "flags": dict(self.flags.most_common()),
+            "retry_groups": len(analysis.retry_groups),
+            "retries_by_origin": dict(Counter(g.origin for g in analysis.retry_groups).most_common()),
+            "duplicate_executions": len(analysis.duplicate_executions),
+            "stream_events": len(analysis.stream_events),
+            "auth_steps": len(analysis.auth_steps),
+            "read_problems": analysis.read_problems,
+            "notes": analysis.notes,
+        }
+
+
+def summarize(analysis: Analyzed, records: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    tally = Tally()
+    for record in records:
+        tally.add(record)
+    return tally.summary(analysis)
+
+
+def iter_records(analysis: Analyzed, *, redact: bool = True) -> Iterator[dict[str, Any]]:
+    """The calls' export records, built one at a time (``analysis.calls`` keeps them all); from a
+    ``CallStream``, as its calls become final.
+
+    Evidence and error messages quote what servers said, which may hold a token: redacted by default.
+    """
+    for call in analysis.final_calls():
+        record = call_record(call, protocol_version(call, analysis.facts))
+        if redact:
+            record["evidence"] = [_redacted_line(line) for line in record["evidence"]]
+            for key in ("error_message", "reason", "result_excerpt"):
+                if record[key]:
+                    record[key] = redact_text(record[key])
+            if record["ending"] and record["ending"]["detail"]:
+                record["ending"]["detail"] = redact_text(record["ending"]["detail"])
+            if record["resource_uri"]:  # a URI's query may carry a key, as a request line's may
+                record["resource_uri"] = redact_url(record["resource_uri"])
+            if record["client"]:
+                record["client"] = redact_strings(record["client"])
+            # A stdio server's command line may carry a key (--api-key ...): redacted as text.
+            stdio = record["carrier"] == Transport.STDIO
+            record["endpoint"] = (redact_text if stdio else redact_url)(record["endpoint"])
+            if record["stderr"]:  # a server's log may print a token
+                record["stderr"] = [{**line, "text": redact_text(line["text"])} for line in record["stderr"]]
+        yield record
+
+
+def write_json(analysis: Analyzed, out: IO[str], *, redact: bool = True) -> None:
+    """The whole export; from a ``CallStream``, each call written as it becomes final, the rest at the end."""
+    tally = Tally()
+    out.write('{"calls": [')
+    for number, record in enumerate(iter_records(analysis, redact=redact)):
+        out.write(",\n " if number else "\n ")
+        out.write(json.dumps(tally.add(record), default=str))
+    out.write('\n],\n"retry_groups": [')
+    for number, group in enumerate(analysis.retry_groups):
+        out.write(",\n " if number else "\n ")
+        out.write(json.dumps(group.record(), default=str))
+    out.write('\n],\n"auth_steps": ')
+    out.write(json.dumps(analysis.auth_steps, default=str))
+    out.write(',\n"stream_events": ')
+    out.write(json.dumps([_redacted_event(e) if redact else e for e in analysis.stream_events], default=str))
+    out.write(',\n"duplicate_executions": ')
+    out.write(json.dumps([d.record() for d in analysis.duplicate_executions], default=str))
+    out.write(',\n"summary": ')
+    out.write(json.dumps(tally.summary(analysis), indent=1, default=str))
+    out.write(',\n"skipped": ')
+    out.write(json.dumps(analysis.skipped, indent=1, default=str))
+    out.write("}\n")
+
+
+# Most evidence lines ("POST /mcp", "HTTP 200", a tool's usual error) recur across calls: each is redacted once.
+_redacted_line = functools.lru_cache(maxsize=1 << 16)(redact_text)
+
+
+def _redacted_event(event: dict[str, Any]) -> dict[str, Any]:
+    return {**event, "what": redact_text(event["what"])}
+
+
+def write_csv(analysis: Analyzed, out: IO[str], *, redact: bool = True) -> None:
+    writer = csv.DictWriter(out, fieldnames=COLUMNS)
+    writer.writeheader()
+    for record in iter_records(analysis, redact=redact):
+        for key in ("flags", "exchanges", "evidence", "client", "ending", "stderr"):
+            record[key] = json.dumps(record[key])
+        writer.writerow({key: _encodable(value) for key, value in record.items()})
+
+
+def _encodable(value: Any) -> Any:
+    """Lone surrogates (a JSON "\\ud800" in a tool name, a file name that is not UTF-8) as escapes:
+    the CSV is written as UTF-8. (The JSON export escapes them itself.)"""
+    if isinstance(value, str) and not value.isascii():
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    return value

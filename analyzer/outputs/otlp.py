@@ -1,0 +1,436 @@
+"""OpenTelemetry out: one span per call, as the MCP semantic conventions describe an MCP client span.
+
+``export --format otlp`` writes OTLP/JSON (an ExportTraceServiceRequest in the protobuf JSON mapping, with
+trace and span ids in hex as OTLP/JSON requires); ``export --otlp-endpoint URL`` POSTs OTLP/HTTP protobuf to
+``URL/v1/traces``. The spans are made by the OpenTelemetry SDK and encoded by its OTLP exporter and
+opentelemetry-proto, which are the optional extra ``mcp-blackbox[otlp]``.
+
+Choices (docs/ARCHITECTURE.md, "OpenTelemetry"): one trace per client unit (an MCP session, a 2024-11-05 SSE
+session, or outside sessions the TCP connection of a stateless client's run), every call a root span in it;
+trace and span ids are digests of the unit and of the stable call id, so exporting the same capture again
+gives the same ids. A retry attempt links to the attempt before it. Notifications, answers and how a call
+without an answer ended are span events. The verdict and everything else the export has go in
+``mcp.blackbox.*`` attributes, redacted as the export is.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from collections.abc import Iterator, Sequence
+from typing import IO, TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from mcp_blackbox.analyzer.model.records import C2S, STDIO_SCHEME, Call
+from mcp_blackbox.analyzer.model.vocabulary import Outcome
+from mcp_blackbox.analyzer.outputs.analysis import Analysis
+from mcp_blackbox.analyzer.outputs.export import iter_records
+from mcp_blackbox.analyzer.redaction.redact import redact_url
+from mcp_blackbox.analyzer.version import installed_version
+
+if TYPE_CHECKING:
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+    from opentelemetry.sdk.trace import ReadableSpan
+
+INSTALL_HINT = "pip install 'mcp-blackbox[otlp]'"
+TRACES_PATH = "/v1/traces"
+BATCH = 512  # spans per OTLP request (the SDK's batch processor's default size)
+SERVICE_NAME = "mcp-blackbox"  # unless OTEL_SERVICE_NAME or OTEL_RESOURCE_ATTRIBUTES names one
+TOOL_ERROR = "tool_error"  # error.type for isError: true (the conventions' own value)
+PROGRESS = "notifications/progress"
+# OTLP/JSON differs from protobuf's JSON mapping in this only: these bytes fields are hex, not base64.
+HEX_FIELDS = ("traceId", "spanId", "parentSpanId")
+
+
+class OtlpMissing(RuntimeError):
+    """The OpenTelemetry packages are not installed."""
+
+
+def require_otlp() -> None:
+    """Raise OtlpMissing, saying how to install them, unless the SDK, the exporter and the protos import."""
+    try:
+        import opentelemetry.exporter.otlp.proto.http.trace_exporter
+        import opentelemetry.proto.collector.trace.v1.trace_service_pb2
+        import opentelemetry.sdk.trace  # noqa: F401
+    except ImportError as e:
+        raise OtlpMissing(
+            f"OpenTelemetry export needs the OpenTelemetry SDK and OTLP exporter ({e.name} is missing): {INSTALL_HINT}"
+        ) from None
+
+
+def trace_id_of(unit: str) -> int:
+    """A 128-bit trace id from the client unit: the same unit, the same trace, in every export."""
+    return _nonzero(hashlib.blake2b(f"mcp-blackbox trace\0{unit}".encode("utf-8", "surrogatepass"), digest_size=16))
+
+
+def span_id_of(call_id: str) -> int:
+    """A 64-bit span id from the stable call id (analyzer/across/call_ids.py)."""
+    return _nonzero(hashlib.blake2b(f"mcp-blackbox span\0{call_id}".encode("utf-8", "surrogatepass"), digest_size=8))
+
+
+def _nonzero(digest: Any) -> int:
+    return int.from_bytes(digest.digest(), "big") or 1  # an all-zero id is invalid in OTLP
+
+
+def trace_unit(call: Call) -> str:
+    """What a trace is: the call's client unit (session, or connection outside sessions); else its scope."""
+    return call.client.unit if call.client is not None else call.scope
+
+
+def error_type(record: dict[str, Any]) -> str | None:
+    """``error.type`` of a failed call, None for one that did not fail (Outcome.is_failure decides).
+
+    The conventions: the JSON-RPC error code as a string, ``tool_error`` for isError. Where they say nothing
+    (the HTTP-only and transport failures): the HTTP status as a string, as the HTTP conventions have it,
+    and for a failure without a code or status the outcome's name (NO_RESPONSE, STREAM_INCOMPLETE, ...).
+    """
+    outcome = Outcome(record["outcome"])
+    if not outcome.is_failure:
+        return None
+    if outcome is Outcome.TOOL_ERROR:
+        return TOOL_ERROR
+    if record["error_code"] is not None:
+        return str(record["error_code"])
+    if outcome is Outcome.HTTP_ERROR and record["http_status"] is not None:
+        return str(record["http_status"])
+    return outcome.value
+
+
+def span_name(record: dict[str, Any]) -> str:
+    """``{mcp.method.name} {target}``: the tool for tools/call, the prompt for prompts/get; the method alone
+    otherwise (a resource's URI is left out of the name, as the conventions advise for its cardinality: it is
+    the ``mcp.resource.uri`` attribute). An answer to no request has no method: ``orphan response``."""
+    method = record["method"]
+    if method is None:
+        return "orphan response"
+    target = record["tool"] or record["prompt"]
+    return f"{method} {target}" if target else method
+
+
+def span_attributes(call: Call, record: dict[str, Any]) -> dict[str, Any]:
+    """The MCP semantic conventions' attributes, then mcp.blackbox.* for the verdict and its context."""
+    exchange = call.exchange
+    address = urlsplit(exchange.endpoint)
+    try:
+        port = address.port
+    except ValueError:  # a captured host that urllib cannot read
+        port = None
+    client = record["client"] or {}
+    failed = error_type(record)
+    attributes: dict[str, Any] = {
+        "mcp.method.name": record["method"],
+        "jsonrpc.request.id": None if record["jsonrpc_id"] is None else str(record["jsonrpc_id"]),
+        "mcp.session.id": record["session_id"],
+        "mcp.protocol.version": record["protocol_version"],
+        "gen_ai.tool.name": record["tool"],
+        "gen_ai.prompt.name": record["prompt"],
+        "mcp.resource.uri": record["resource_uri"],
+        "gen_ai.operation.name": "execute_tool" if record["method"] == "tools/call" else None,
+        "rpc.response.status_code": None if record["error_code"] is None else str(record["error_code"]),
+        "error.type": failed,
+        "network.transport": "tcp",
+        "network.protocol.name": "http",
+        "server.address": address.hostname,
+        "server.port": port,
+        "http.request.method": exchange.method,
+        "http.response.status_code": record["http_status"],
+        "url.full": redact_url(exchange.url),
+        "user_agent.original": client.get("user_agent"),
+        "mcp.blackbox.call_id": record["call_id"],
+        "mcp.blackbox.outcome": record["outcome"],
+        "mcp.blackbox.layer": record["layer"],
+        "mcp.blackbox.flags": [str(flag) for flag in record["flags"]],
+        "mcp.blackbox.reason": record["reason"],
+        "mcp.blackbox.evidence": list(record["evidence"]),
+        "mcp.blackbox.direction": record["direction"],
+        "mcp.blackbox.scope": record["scope"],
+        "mcp.blackbox.exchanges": list(record["exchanges"]),
+        "mcp.blackbox.source": record["source"],
+        "mcp.blackbox.arguments_digest": record["arguments_digest"],
+        "mcp.blackbox.duration_ms": record["duration_ms"],
+        "mcp.blackbox.sse_events": record["sse_events"],
+        "mcp.blackbox.retry.group": record["retry_group"],
+        "mcp.blackbox.retry.attempt": record["attempt"] if record["retry_group"] else None,
+        "mcp.blackbox.retry.origin": record["retry_origin"],
+        "mcp.blackbox.retry.confidence": record["retry_confidence"],
+        "mcp.blackbox.client.unit": client.get("unit"),
+        "mcp.blackbox.client.lineage": client.get("lineage"),
+        "mcp.blackbox.client.address": client.get("address"),
+        "mcp.blackbox.client.info": client.get("client_info"),
+        "mcp.blackbox.ending.ended_by": (record["ending"] or {}).get("ended_by"),
+    }
+    if exchange.stdio is not None:
+        # A stdio server's pipes: the conventions' network.transport "pipe"; no HTTP, no address (ours: the
+        # command, redacted like the export's endpoint).
+        for key in ("network.protocol.name", "server.address", "server.port", "http.request.method", "url.full"):
+            attributes[key] = None
+        attributes["network.transport"] = "pipe"
+        attributes["mcp.blackbox.carrier"] = record["carrier"]
+        attributes["mcp.blackbox.stdio.command"] = record["endpoint"].removeprefix(STDIO_SCHEME)
+        attributes["mcp.blackbox.stdio.stderr_lines"] = len(record["stderr"] or [])
+    # Enum members (StrEnum) as plain strings: OTLP attribute values are str, bool, int, float or their lists.
+    return {
+        k: (str(v) if isinstance(v, str) else v)
+        for k, v in attributes.items()
+        if v is not None and v != [] and not (k == "mcp.blackbox.flags" and not v)
+    }
+
+
+def span_events(call: Call, record: dict[str, Any]) -> list[tuple[str, float, dict[str, Any]]]:
+    """What happened during the call, with its time: response headers, each notification (progress, log,
+    the client's cancel), each answer (and whether it came on an event stream), and how a call without an
+    answer ended (the timeout anatomy, analyzer/calls/anatomy.py)."""
+    exchange = call.exchange
+    events: list[tuple[str, float, dict[str, Any]]] = []
+    if exchange.t_response is not None and exchange.status is not None:
+        events.append(
+            ("mcp.blackbox.http.response", exchange.t_response, {"http.response.status_code": exchange.status})
+        )
+    for message in call.notifications:
+        attributes: dict[str, Any] = {
+            "mcp.method.name": message.method or "",
+            "mcp.blackbox.direction": message.direction,
+        }
+        if message.event_id:
+            attributes["mcp.blackbox.sse.event_id"] = message.event_id
+        if message.exchange.is_event_stream:
+            attributes["mcp.blackbox.sse"] = True
+        attributes["mcp.blackbox.flow"] = message.exchange.flow_id
+        events.append((message.method or "notification", message.t, attributes))
+    for message in call.responses:
+        attributes = {"mcp.blackbox.kind": message.kind, "mcp.blackbox.flow": message.exchange.flow_id}
+        if message.error is not None:
+            attributes["rpc.response.status_code"] = str(message.error[0])
+        if message.event_id:
+            attributes["mcp.blackbox.sse.event_id"] = message.event_id
+        if message.exchange.is_event_stream:
+            attributes["mcp.blackbox.sse"] = True
+        events.append(("mcp.blackbox.response", message.t, attributes))
+    for line in record["stderr"] or []:  # a stdio server's stderr lines during the call (the export's, redacted)
+        events.append(("mcp.blackbox.stderr", line["t"], {"mcp.blackbox.stderr.text": line["text"]}))
+    anatomy = record["ending"]
+    if anatomy is not None and anatomy["waited_ms"] is not None:
+        attributes = {
+            "mcp.blackbox.ending.ended_by": anatomy["ended_by"],
+            "mcp.blackbox.ending.waited_ms": anatomy["waited_ms"],
+            "mcp.blackbox.ending.progress": anatomy["server_sent"]["progress"],
+            "mcp.blackbox.ending.other_notifications": anatomy["server_sent"]["other_notifications"],
+        }
+        if anatomy["reached_server_ms"] is not None:
+            attributes["mcp.blackbox.ending.reached_server_ms"] = anatomy["reached_server_ms"]
+        if anatomy["detail"]:
+            attributes["mcp.blackbox.ending.detail"] = anatomy["detail"]
+        events.append(("mcp.blackbox.ending", call.request.t + anatomy["waited_ms"] / 1000, attributes))
+    events.sort(key=lambda event: event[1])
+    return events
+
+
+# The spans' instrumentation scope: the module's name when the exporter was written. A collector's
+# pipelines may filter on it, so it stays as it is wherever the module lives.
+INSTRUMENTATION_SCOPE = "mcp_blackbox.analyzer.otlp"
+
+
+def _ns(t: float) -> int:
+    """Epoch nanoseconds, to the microsecond: a float of epoch seconds holds no more."""
+    return round(t * 1e6) * 1000
+
+
+def _end(call: Call, record: dict[str, Any], events: list[tuple[str, float, dict[str, Any]]]) -> float:
+    """The call's end (``t_end``); for one still open when the capture ended, the last thing seen of it."""
+    if record["t_end"] is not None:
+        return float(record["t_end"])
+    return max([call.request.t, *(t for _, t, _ in events)])
+
+
+def iter_spans(analysis: Analysis, *, redact: bool = True, batch: int = BATCH) -> Iterator[list[ReadableSpan]]:
+    """The calls as finished SDK spans, ``batch`` at a time, in the order of the export."""
+    require_otlp()
+    from opentelemetry import context as context_api
+    from opentelemetry.sdk.resources import SERVICE_NAME as SERVICE_KEY
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import SpanLimits, TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    from opentelemetry.sdk.trace.id_generator import IdGenerator
+    from opentelemetry.sdk.trace.sampling import ALWAYS_ON
+    from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
+
+    class GivenIds(IdGenerator):
+        """The SDK asks for a root span's ids; it gets the ones made from the capture."""
+
+        trace_id = span_id = 1
+
+        def generate_trace_id(self) -> int:
+            return self.trace_id
+
+        def generate_span_id(self) -> int:
+            return self.span_id
+
+    # The SDK's resource, with OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES, less the random instance id it
+    # adds: exporting the same capture again gives the same file.
+    detected = Resource.create()
+    attributes = {k: v for k, v in detected.attributes.items() if k != "service.instance.id"}
+    if str(attributes.get(SERVICE_KEY, "")).startswith("unknown_service"):
+        attributes[SERVICE_KEY] = SERVICE_NAME
+    resource = Resource(attributes, detected.schema_url)
+    ids = GivenIds()
+    collected = InMemorySpanExporter()
+    provider = TracerProvider(
+        resource=resource,
+        id_generator=ids,
+        sampler=ALWAYS_ON,
+        # Every notification of a long call is an event; the environment's limits do not apply to a replay.
+        span_limits=SpanLimits(max_events=10_000, max_links=16, max_span_attributes=256, max_event_attributes=32),
+    )
+    provider.add_span_processor(SimpleSpanProcessor(collected))
+    tracer = provider.get_tracer(INSTRUMENTATION_SCOPE, installed_version())
+    no_parent = context_api.Context()  # every call a root span of its unit's trace
+    attempts = {group.group_id: group.members for group in analysis.retry_groups}
+    flags = TraceFlags(TraceFlags.SAMPLED)
+    pending = 0
+    for call, record in zip(analysis.call_objects, iter_records(analysis, redact=redact), strict=True):
+        ids.trace_id, ids.span_id = trace_id_of(trace_unit(call)), span_id_of(record["call_id"])
+        links = []
+        members = attempts.get(record["retry_group"] or "")
+        if members and record["attempt"] > 1:
+            before = members[record["attempt"] - 2]
+            linked = SpanContext(trace_id_of(trace_unit(before)), span_id_of(before.call_id), False, flags)
+            links.append(
+                Link(
+                    linked,
+                    {
+                        "mcp.blackbox.link": "previous-attempt",
+                        "mcp.blackbox.retry.group": str(record["retry_group"]),
+                        "mcp.blackbox.retry.attempt": record["attempt"],
+                        "mcp.blackbox.retry.origin": str(record["retry_origin"]),
+                        "mcp.blackbox.retry.confidence": str(record["retry_confidence"]),
+                        "mcp.blackbox.call_id": before.call_id,
+                    },
+                )
+            )
+        if call.request.kind not in ("request", "notification"):
+            kind = SpanKind.INTERNAL  # an answer to no request in the capture
+        elif record["direction"] != C2S:
+            kind = SpanKind.SERVER  # a server's request to the client (sampling, elicitation): the client serves it
+        else:
+            kind = SpanKind.CLIENT
+        events = span_events(call, record)
+        span = tracer.start_span(
+            span_name(record),
+            context=no_parent,
+            kind=kind,
+            attributes=span_attributes(call, record),
+            links=links,
+            start_time=_ns(call.request.t),
+        )
+        for name, t, attributes in events:
+            span.add_event(name, attributes, _ns(t))
+        if Outcome(record["outcome"]).is_failure:
+            description = record["error_message"] if record["error_code"] is not None else record["reason"]
+            span.set_status(Status(StatusCode.ERROR, description or None))
+        span.end(_ns(_end(call, record, events)))
+        pending += 1
+        if pending >= batch:
+            yield list(collected.get_finished_spans())
+            collected.clear()
+            pending = 0
+    if spans := collected.get_finished_spans():
+        yield list(spans)
+    provider.shutdown()
+
+
+def encode(spans: Sequence[ReadableSpan]) -> ExportTraceServiceRequest:
+    """The OTLP request for these spans, by the exporter's own encoder."""
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+
+    return encode_spans(spans)
+
+
+def to_otlp_json(request: ExportTraceServiceRequest) -> dict[str, Any]:
+    """OTLP/JSON: protobuf's JSON mapping (lowerCamelCase names, enums as integers, 64-bit integers as
+    strings) with trace and span ids as hex strings instead of base64."""
+    from google.protobuf import json_format
+
+    document = json_format.MessageToDict(request, use_integers_for_enums=True)
+    _convert_ids(document, _base64_to_hex)
+    return document
+
+
+def from_otlp_json(document: dict[str, Any]) -> ExportTraceServiceRequest:
+    """Read OTLP/JSON back (hex ids) with protobuf's json_format."""
+    from google.protobuf import json_format
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    copy = json.loads(json.dumps(document))
+    _convert_ids(copy, _hex_to_base64)
+    request = ExportTraceServiceRequest()
+    json_format.ParseDict(copy, request)
+    return request
+
+
+def _convert_ids(value: Any, convert: Any) -> None:
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if key in HEX_FIELDS and isinstance(item, str):
+                value[key] = convert(item)
+            else:
+                _convert_ids(item, convert)
+    elif isinstance(value, list):
+        for item in value:
+            _convert_ids(item, convert)
+
+
+def _base64_to_hex(text: str) -> str:
+    return base64.b64decode(text).hex()
+
+
+def _hex_to_base64(text: str) -> str:
+    return base64.b64encode(bytes.fromhex(text)).decode("ascii")
+
+
+def write_otlp_json(analysis: Analysis, out: IO[str], *, redact: bool = True) -> int:
+    """One ExportTraceServiceRequest as OTLP/JSON on one line (what the Collector's otlpjsonfile receiver
+    reads, and what a POST of Content-Type application/json to /v1/traces carries). Returns the span count.
+
+    Written batch by batch, a ResourceSpans per batch (a request may repeat a resource): the file of a large
+    capture is never held whole."""
+    require_otlp()
+    out.write('{"resourceSpans":[')
+    count = written = 0
+    for spans in iter_spans(analysis, redact=redact):
+        for resource_spans in to_otlp_json(encode(spans)).get("resourceSpans", []):
+            out.write("," if written else "")
+            out.write(json.dumps(resource_spans, ensure_ascii=False, separators=(",", ":")))
+            written += 1
+        count += len(spans)
+    out.write("]}\n")
+    return count
+
+
+def traces_url(endpoint: str) -> str:
+    """The OTLP/HTTP traces URL of a collector's base URL (``http://collector:4318``); a URL that already
+    ends in /v1/traces is taken as it is."""
+    endpoint = endpoint.rstrip("/")
+    return endpoint if endpoint.endswith(TRACES_PATH) else endpoint + TRACES_PATH
+
+
+def send_otlp(analysis: Analysis, endpoint: str, *, redact: bool = True, timeout: float = 10.0) -> int:
+    """POST the spans as OTLP/HTTP protobuf, BATCH spans a request. Returns the span count; raises
+    RuntimeError when the collector refused a batch or could not be reached (the exporter retries 429, 502,
+    503 and 504 within ``timeout``). Headers (an API key) come from OTEL_EXPORTER_OTLP_HEADERS."""
+    require_otlp()
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.trace.export import SpanExportResult
+
+    url = traces_url(endpoint)
+    exporter = OTLPSpanExporter(endpoint=url, timeout=timeout)
+    sent = 0
+    try:
+        for spans in iter_spans(analysis, redact=redact):
+            if exporter.export(spans) is not SpanExportResult.SUCCESS:
+                raise RuntimeError(f"{url} did not take the spans ({sent} sent before); see the exporter's log above")
+            sent += len(spans)
+    finally:
+        exporter.shutdown()
+    return sent

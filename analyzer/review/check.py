@@ -1,0 +1,407 @@
+"""The CI gate: which calls have an outcome, flag or failing layer named in ``--fail-on``, which of
+those a test expects (``--allow``, and the 401 that starts MCP authorization), and whether the
+evidence was complete and large enough to judge at all.
+
+Names are case-insensitive. An outcome or a flag matches the calls that have it. A layer
+stands for the layer that failed: it matches the calls whose outcome is in that layer and is
+not a success, so ``--fail-on transport`` does not fail on every accepted notification.
+
+The gate's verdict (``judge``) is one ``Gate``; ``check_formats`` renders it as text, JUnit XML,
+GitHub workflow commands or JSON. Exit codes: 0 pass, 1 calls fail (or fewer calls than
+``--min-calls``), 2 an input could not be read completely (unless ``--allow-partial``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import textwrap
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from mcp_blackbox.analyzer.model.vocabulary import Flag, Layer, Outcome, RetryOrigin, is_failure
+from mcp_blackbox.analyzer.redaction.redact import redact_text
+
+if TYPE_CHECKING:
+    from mcp_blackbox.analyzer.outputs.analysis import Analysis
+
+OUTCOMES = tuple(Outcome)
+LAYERS = tuple(Layer)
+FLAGS = tuple(Flag)
+DEFAULT_FAIL_ON = (*(o for o in Outcome if o.is_failure), Flag.UNSAFE_RETRY, Flag.DUPLICATE_EXECUTION)
+SELECTOR_KEYS = ("tool", "method", "call", "capture")
+AUTH_HANDSHAKE = "answered by authorization"
+NEGOTIATION = "negotiation"
+REASON_WIDTH = 200  # characters of a reason on a text line; the other formats carry it whole
+
+
+def canonical_name(name: str) -> str:
+    """The name as outcomes, flags and layers are spelled; ValueError naming the valid ones."""
+    spelled = name.strip()
+    if spelled.upper() in OUTCOMES or spelled.upper() in FLAGS:
+        return spelled.upper()
+    if spelled.lower() in LAYERS:
+        return spelled.lower()
+    raise ValueError(f"unknown name {spelled!r}\n{valid_names()}")
+
+
+def valid_names(width: int = 80) -> str:
+    def listed(title: str, names: Iterable[str]) -> str:
+        return textwrap.fill(f"{title}: {', '.join(names)}", width, subsequent_indent="  ", break_on_hyphens=False)
+
+    return "\n".join((listed("outcomes", OUTCOMES), listed("flags", FLAGS), listed("layers", LAYERS)))
+
+
+def parse_fail_on(text: str) -> list[str]:
+    """``"http_error, UNSAFE_RETRY"`` -> ``["HTTP_ERROR", "UNSAFE_RETRY"]``; ValueError if a name is unknown."""
+    names = [canonical_name(part) for part in text.split(",") if part.strip()]
+    if not names:
+        raise ValueError(f"names nothing\n{valid_names()}")
+    return names
+
+
+def failed_on(call: Mapping[str, Any], names: Iterable[str]) -> list[str]:
+    """What makes the call match ``names``: its outcome (named, or its layer named and failed), then its
+    named flags, in the call's order. Empty when it does not match."""
+    wanted = {canonical_name(name) for name in names}
+    hits = []
+    if call["outcome"] in wanted or (call["layer"] in wanted and is_failure(call["outcome"])):
+        hits.append(str(call["outcome"]))
+    return hits + [str(flag) for flag in call["flags"] if flag in wanted]
+
+
+def matching_calls(calls: Iterable[dict[str, Any]], fail_on: Iterable[str]) -> list[dict[str, Any]]:
+    """The calls (export records) that have a named outcome or flag, or failed in a named layer."""
+    names = [canonical_name(name) for name in fail_on]
+    return [call for call in calls if failed_on(call, names)]
+
+
+# ---------------------------------------------------------------- --allow
+
+
+def allow_grammar() -> str:
+    return textwrap.dedent(
+        """\
+        an allowance is [SELECTOR[+SELECTOR...]:]NAME, several separated by commas:
+          SELECTOR is tool=NAME, method=METHOD, call=CALL_ID or capture=FILE (its
+          file name or its path as given); every selector given must match;
+          NAME is one outcome, flag or layer as in --fail-on; alone, it allows
+          that name on every call"""
+    )
+
+
+@dataclass(frozen=True)
+class Allowance:
+    """One ``--allow`` spec: calls its selectors match may have ``name`` without failing the gate."""
+
+    spec: str  # as written, with the name canonical: what the output says allowed a call
+    name: str
+    selectors: tuple[tuple[str, str], ...] = ()
+
+    def selects(self, call: Mapping[str, Any], capture: str) -> bool:
+        for key, value in self.selectors:
+            if key == "capture":
+                if value not in (call["source"], os.path.basename(call["source"]), capture):
+                    return False
+            elif str(call[{"call": "call_id"}.get(key, key)]) != value:
+                return False
+        return True
+
+    def covers(self, call: Mapping[str, Any], hit: str, capture: str) -> bool:
+        """Whether this allowance excuses ``hit`` (a name from ``failed_on``) on this call."""
+        if not self.selects(call, capture):
+            return False
+        if hit == call["outcome"]:
+            return self.name in (hit, call["layer"])
+        return self.name == hit
+
+
+def parse_allowance(spec: str) -> Allowance:
+    """``"tool=nope:tool_error"`` -> an Allowance; ValueError saying what is wrong and what is valid."""
+    where, colon, name = spec.strip().rpartition(":")
+    try:
+        canonical = canonical_name(name)
+    except ValueError as e:
+        raise ValueError(f"--allow {spec.strip()!r}: {e}") from None
+    selectors: list[tuple[str, str]] = []
+    if colon:
+        for part in where.split("+"):
+            key, eq, value = (piece.strip() for piece in part.partition("="))
+            if not eq or key.lower() not in SELECTOR_KEYS or not value:
+                raise ValueError(
+                    f"--allow {spec.strip()!r}: {part.strip()!r} is no selector; "
+                    f"selectors: {', '.join(k + '=' for k in SELECTOR_KEYS)}\n{allow_grammar()}"
+                )
+            if key.lower() in dict(selectors):
+                raise ValueError(f"--allow {spec.strip()!r}: {key.lower()}= given twice\n{allow_grammar()}")
+            selectors.append((key.lower(), value))
+    written = "+".join(f"{k}={v}" for k, v in selectors)
+    return Allowance(f"{written}:{canonical}" if written else canonical, canonical, tuple(selectors))
+
+
+def parse_allow(text: str) -> list[Allowance]:
+    """A comma-separated list of allowances; ValueError if any is malformed or names nothing."""
+    allowances = [parse_allowance(part) for part in text.split(",") if part.strip()]
+    if not allowances:
+        raise ValueError(f"--allow names nothing\n{allow_grammar()}")
+    return allowances
+
+
+# ---------------------------------------------------------------- the auth handshake
+
+
+def answered_by_authorization(call: Mapping[str, Any], group: Mapping[str, Any] | None) -> bool:
+    """A 401 that MCP authorization answered: the normal start of MCP OAuth, not a failure for the gate.
+
+    ``call`` is an export record, ``group`` the record of its retry group (or None). True when the call
+    failed with HTTP 401, its group is an ``auth-retry`` chain (its first link: credentials added or
+    changed after the refusal), the call is not the chain's last attempt, and the chain ended in no
+    failure. A 401 the client never got past, or a chain that failed in the end, stays a failure.
+    """
+    return (
+        group is not None
+        and call.get("http_status") == 401
+        and is_failure(call["outcome"])
+        and call.get("retry_group") == group["retry_group"]
+        and group["origin"] == RetryOrigin.AUTH_RETRY
+        and call["call_id"] in group["members"][:-1]
+        and not is_failure(group["final_outcome"])
+    )
+
+
+def negotiated(call: Mapping[str, Any], group: Mapping[str, Any] | None) -> bool:
+    """A refused probe that the client negotiated past (a ``server/discover`` refused, then ``initialize``
+    that worked): the chain's origin retries no failure (vocabulary ``RetryOrigin.retries_a_failure``), the
+    call is not its last attempt, and the chain ended in no failure. A probe nothing came after still fails.
+    """
+    return (
+        group is not None
+        and is_failure(call["outcome"])
+        and call.get("retry_group") == group["retry_group"]
+        and not RetryOrigin(group["origin"]).retries_a_failure
+        and call["call_id"] in group["members"][:-1]
+        and not is_failure(group["final_outcome"])
+    )
+
+
+def expected_by_protocol(call: Mapping[str, Any], group: Mapping[str, Any] | None) -> str | None:
+    """Why a failing call is how the protocol begins (the gate allows it unless --strict), or None."""
+    if group is None:
+        return None
+    ended = f"{group['retry_group']} {group['origin']} ended {group['final_outcome']}"
+    if answered_by_authorization(call, group):
+        return f"{AUTH_HANDSHAKE}: {ended}"
+    if negotiated(call, group):
+        return f"{NEGOTIATION}: {ended}"
+    return None
+
+
+# ---------------------------------------------------------------- the verdict
+
+
+_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """Captured text safe for a terminal or a CI log: control characters (an ANSI escape that would colour
+    or hide the log, a NUL) shown as ``\\xNN``; newlines and tabs kept."""
+    return _CONTROLS.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+def verdict_reason(call: Mapping[str, Any]) -> str:
+    """Why the call has its verdict (the export's ``reason``), redacted like the export's, printable."""
+    return printable(redact_text(str(call["reason"])))
+
+
+@dataclass
+class Judged:
+    """One call as the gate sees it."""
+
+    call: dict[str, Any]
+    capture: str  # the capture's short name (short_sources)
+    server: str  # host:port the call went to, "" when unknown
+    reason: str  # verdict_reason, redacted
+    failed_on: list[str]  # what still fails it after the allowances (empty: it does not fail)
+    allowed_by: list[str]  # the allowances (or AUTH_HANDSHAKE ...) that excused what would have failed it
+
+    @property
+    def fails(self) -> bool:
+        return bool(self.failed_on)
+
+    @property
+    def allowed(self) -> bool:
+        return not self.failed_on and bool(self.allowed_by)
+
+    def evidence(self) -> list[str]:
+        return [printable(redact_text(str(line))) for line in self.call.get("evidence") or []]
+
+
+@dataclass
+class Gate:
+    """The gate's verdict on an analysis."""
+
+    judged: list[Judged]
+    captures: list[str]  # as given on the command line
+    flows_read: int
+    read_problems: list[dict[str, Any]]
+    min_calls: int = 1
+    allow_partial: bool = False
+    unused_allowances: list[str] = field(default_factory=list)
+
+    @property
+    def failing(self) -> list[Judged]:
+        return [j for j in self.judged if j.fails]
+
+    @property
+    def allowed(self) -> list[Judged]:
+        return [j for j in self.judged if j.allowed]
+
+    @property
+    def too_few_calls(self) -> bool:
+        return len(self.judged) < self.min_calls
+
+    @property
+    def incomplete(self) -> bool:
+        """An input was not read completely and --allow-partial was not given, or nothing could be read."""
+        return bool(self.read_problems) and (not self.allow_partial or self.flows_read == 0)
+
+    @property
+    def exit_code(self) -> int:
+        if self.incomplete:
+            return 2
+        return 1 if self.failing or self.too_few_calls else 0
+
+    @property
+    def passed(self) -> bool:
+        return self.exit_code == 0
+
+    def capture_name(self, source: str) -> str:
+        """The capture by its file name, or by its path where two share a name."""
+        return short_sources(self.captures).get(source, source)
+
+    def counts(self) -> str:
+        """``14 flows, 1 capture[, 1 not fully read]``."""
+        captures = len(self.captures)
+        counts = f"{self.flows_read} flows, {captures} capture{'s' if captures != 1 else ''}"
+        if self.read_problems:
+            counts += f", {len(self.read_problems)} not fully read"
+        return counts
+
+    def summary(self) -> str:
+        """The last line: OK, FAIL or ERROR, and the counts."""
+        matched = len(self.failing)
+        allowed = f", {len(self.allowed)} allowed" if self.allowed else ""
+        if self.incomplete and self.flows_read == 0:
+            return f"ERROR: no capture could be read ({self.counts()})"
+        if self.incomplete:
+            head = "ERROR: not every capture was read completely (--allow-partial judges what was read);"
+            return f"{head} {matched} of {len(self.judged)} calls match{allowed} ({self.counts()})"
+        if matched:
+            return f"FAIL: {matched} of {len(self.judged)} calls match{allowed} ({self.counts()})"
+        if self.too_few_calls:
+            few = f"fewer than --min-calls {self.min_calls}"
+            return f"FAIL: none of {len(self.judged)} calls match, but that is {few} ({self.counts()})"
+        return f"OK: none of {len(self.judged)} calls match{allowed} ({self.counts()})"
+
+    def too_few_line(self) -> str:
+        calls = len(self.judged)
+        return (
+            f"too few calls: {calls} analyzed, --min-calls wants {self.min_calls}: no evidence is not success "
+            "(was the client pointed at the recorder?)"
+        )
+
+
+def judge(
+    analysis: Analysis,
+    captures: Iterable[str],
+    fail_on: Iterable[str] = DEFAULT_FAIL_ON,
+    allowances: Iterable[Allowance] = (),
+    *,
+    min_calls: int = 1,
+    allow_partial: bool = False,
+    strict: bool = False,
+) -> Gate:
+    """Every call of the analysis judged: what fails it, what excused it."""
+    names = [canonical_name(name) for name in fail_on]
+    allowances = list(allowances)
+    groups = {group.group_id: group.record() for group in analysis.retry_groups}
+    servers = {call.call_id: call.exchange.server for call in analysis.call_objects}
+    captures = list(captures)
+    short = short_sources([*captures, *(call["source"] for call in analysis.calls)])
+    used: set[str] = set()
+    judged = []
+    for call in analysis.calls:
+        capture = short[call["source"]]
+        remaining, allowed_by = [], []
+        hits = failed_on(call, names)
+        protocol = expected_by_protocol(call, groups.get(call["retry_group"] or "")) if hits and not strict else None
+        for hit in hits:
+            if protocol is not None and hit == call["outcome"]:
+                allowed_by.append(protocol)
+                continue
+            by = [a.spec for a in allowances if a.covers(call, hit, capture)]
+            if by:
+                used.update(by)
+                allowed_by.extend(f"--allow {spec}" for spec in by if f"--allow {spec}" not in allowed_by)
+            else:
+                remaining.append(hit)
+        server = servers.get(call["call_id"], "")
+        judged.append(
+            Judged(
+                call=call,
+                capture=capture,
+                server=server.partition("://")[2] or server,
+                reason=verdict_reason(call),
+                failed_on=remaining,
+                allowed_by=allowed_by,
+            )
+        )
+    return Gate(
+        judged=judged,
+        captures=captures,
+        flows_read=analysis.flows_read,
+        read_problems=list(analysis.read_problems),
+        min_calls=min_calls,
+        allow_partial=allow_partial,
+        unused_allowances=[a.spec for a in allowances if a.spec not in used],
+    )
+
+
+# ---------------------------------------------------------------- text
+
+
+def call_head(call: Mapping[str, Any], source: str) -> str:
+    """Call id, method, tool, JSON-RPC id, outcome, flags, capture."""
+    parts = [call["call_id"], call["method"] or "(response)"]
+    if call["tool"]:
+        parts.append(call["tool"])
+    parts += [f"id={call['jsonrpc_id']}", call["outcome"]]
+    if call["flags"]:
+        parts.append(f"[{','.join(call['flags'])}]")
+    parts.append(source)
+    return " ".join(str(part) for part in parts)
+
+
+def shortened(text: str, width: int = REASON_WIDTH) -> str:
+    """One line of at most ``width`` characters."""
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def call_line(judged: Judged) -> str:
+    """One line per call, so that grep finds the whole of it: the head, then ``— reason``.
+
+    An allowed call's line starts with ``allowed`` and ends with what allowed it, in parentheses.
+    """
+    head = call_head(judged.call, judged.capture)
+    if judged.fails:
+        return f"{head} — {shortened(judged.reason)}"
+    return f"allowed {head} — {shortened(judged.reason)} ({'; '.join(judged.allowed_by)})"
+
+
+def short_sources(sources: Iterable[str]) -> dict[str, str]:
+    """Each capture by its file name, or by its path where two share a name."""
+    sources = list(dict.fromkeys(sources))
+    names = [os.path.basename(source) or source for source in sources]
+    return {s: n if names.count(n) == 1 else s for s, n in zip(sources, names, strict=True)}

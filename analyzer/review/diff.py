@@ -1,0 +1,200 @@
+"""``mcp-blackbox diff BEFORE AFTER``: what changed between two captures, e.g. before and after a fix.
+
+Calls are matched by server, method, tool and arguments digest, in order: the
+first ``tools/call write_record`` with given arguments before is matched with
+the first one after, the second with the second. The server is named by host
+and path, not port: a test server listens on a new port each run.
+
+Worse (``regressions``): a matched call that succeeded and now fails, a failing
+call with no counterpart before, a retry chain after a failure, a write run
+twice or an unsafe replay that was not there before, and a tool whose p95
+latency grew past ``latency_ratio`` (with enough calls on both sides to say so).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+from mcp_blackbox.analyzer.model.vocabulary import Safety, is_failure
+from mcp_blackbox.analyzer.outputs.analysis import Analysis
+from mcp_blackbox.analyzer.outputs.export import iter_records
+
+MIN_LATENCY_CALLS = 5  # calls of a tool on each side before its p95 may count as a regression
+DEFAULT_LATENCY_RATIO = 2.0
+
+Key = tuple[str, str, str, str]  # server, method, tool, arguments digest
+
+
+@dataclass
+class Side:
+    """One capture as the diff reads it."""
+
+    calls: list[dict[str, Any]]
+    servers: dict[str, str]  # call id -> host and path
+    retries: Counter[tuple[str, str]] = field(default_factory=Counter)  # (origin, what) of failure retries
+    twice: Counter[tuple[str, str]] = field(default_factory=Counter)  # (tool, arguments digest) run again
+    unsafe: Counter[str] = field(default_factory=Counter)  # what an unsafe replay repeated
+
+    @classmethod
+    def of(cls, analysis: Analysis, *, redact: bool = True) -> Side:
+        servers = {c.call_id: _server(c.exchange.endpoint) for c in analysis.call_objects}
+        side = cls(list(iter_records(analysis, redact=redact)), servers)
+        by_id = {c["call_id"]: c for c in side.calls}
+        for group in (g.record() for g in analysis.retry_groups):
+            first = by_id[group["members"][0]]
+            if group["failure_retry"]:
+                side.retries[(group["origin"], _what(first))] += 1
+            if Safety(group["safety"]).is_unsafe:
+                side.unsafe[_what(first)] += 1
+        for duplicate in analysis.duplicate_executions:
+            side.twice[(duplicate.tool or "", duplicate.arguments_digest)] += 1
+        return side
+
+    def key(self, call: dict[str, Any]) -> Key:
+        return (self.servers[call["call_id"]], call["method"] or "", call["tool"] or "", call["arguments_digest"] or "")
+
+
+def _server(endpoint: str) -> str:
+    parts = urlsplit(endpoint)
+    return f"{parts.hostname or ''}{parts.path}"
+
+
+def _what(call: dict[str, Any]) -> str:
+    return " ".join(part for part in (call["method"] or "(response)", call["tool"]) if part)
+
+
+def diff(before: Side, after: Side, *, latency_ratio: float = DEFAULT_LATENCY_RATIO) -> dict[str, Any]:
+    pairs, only_before, only_after = _match(before, after)
+    changed = [_change(b, a) for b, a in pairs if (b["outcome"], b["flags"]) != (a["outcome"], a["flags"])]
+    new_failures = [c for c in changed if c["worse"]]
+    new_failures += [_one_side(a, "after") for a in only_after if is_failure(a["outcome"])]
+    fixed = [c for c in changed if c["better"]]
+    fixed += [_one_side(b, "before") for b in only_before if is_failure(b["outcome"])]
+    latency = _latency(before.calls, after.calls, latency_ratio)
+    retries = _counted_changes(before.retries, after.retries, lambda key: f"{key[0]}: {key[1]}")
+    twice = _counted_changes(before.twice, after.twice, lambda key: f"{key[0]} (arguments {key[1][:10]})")
+    unsafe = _counted_changes(before.unsafe, after.unsafe, str)
+    grew = [(name, r) for name, rows in (("more retries", retries), ("write run twice", twice),
+            ("unsafe replay", unsafe)) for r in rows if r["after"] > r["before"]]  # fmt: skip
+    regressions = [f"new failure: {c['after']['call_id']} {c['what']} {c['after']['outcome']}" for c in new_failures]
+    regressions += [f"{name}: {r['what']} ({r['before']} -> {r['after']})" for name, r in grew]
+    regressions += [
+        f"slower: {t['tool']} p95 {t['before']['p95']} -> {t['after']['p95']} ms" for t in latency if t["slower"]
+    ]
+    return {
+        "calls": {"before": len(before.calls), "after": len(after.calls), "matched": len(pairs)},
+        "failures": {
+            "before": sum(1 for c in before.calls if is_failure(c["outcome"])),
+            "after": sum(1 for c in after.calls if is_failure(c["outcome"])),
+        },
+        "changed": changed,
+        "new_failures": new_failures,
+        "fixed": fixed,
+        "only_before": len(only_before),
+        "only_after": len(only_after),
+        "retries": retries,
+        "duplicate_executions": twice,
+        "unsafe_replays": unsafe,
+        "latency": latency,
+        "regressions": regressions,
+    }
+
+
+def _match(
+    before: Side, after: Side
+) -> tuple[list[tuple[dict[str, Any], dict[str, Any]]], list[dict[str, Any]], list[dict[str, Any]]]:
+    """The n-th call with a key before is paired with the n-th with that key after."""
+    waiting: dict[Key, list[dict[str, Any]]] = {}
+    for call in after.calls:
+        waiting.setdefault(after.key(call), []).append(call)
+    taken: dict[Key, int] = Counter()
+    pairs, only_before = [], []
+    for call in before.calls:
+        key = before.key(call)
+        candidates = waiting.get(key, [])
+        if taken[key] < len(candidates):
+            pairs.append((call, candidates[taken[key]]))
+            taken[key] += 1
+        else:
+            only_before.append(call)
+    only_after = [c for key, calls in waiting.items() for c in calls[taken[key] :]]
+    only_after.sort(key=lambda c: c["t_start"])
+    return pairs, only_before, only_after
+
+
+def _brief(call: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "call_id": call["call_id"],
+        "outcome": call["outcome"],
+        "flags": call["flags"],
+        "reason": call["reason"],
+        "started_at": call["started_at"],
+    }
+
+
+def _change(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+    was, now = is_failure(before["outcome"]), is_failure(after["outcome"])
+    return {
+        "what": _what(after),
+        "before": _brief(before),
+        "after": _brief(after),
+        "worse": now and not was,
+        "better": was and not now,
+    }
+
+
+def _one_side(call: dict[str, Any], side: str) -> dict[str, Any]:
+    """A call with no counterpart on the other side (``side``: where it is)."""
+    other = "after" if side == "before" else "before"
+    return {"what": _what(call), side: _brief(call), other: None, "worse": side == "after", "better": side == "before"}
+
+
+def _counted_changes(before: Counter[Any], after: Counter[Any], name: Any) -> list[dict[str, Any]]:
+    return [
+        {"what": name(key), "before": before[key], "after": after[key]}
+        for key in sorted(set(before) | set(after), key=str)
+        if before[key] != after[key]
+    ]
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    """Nearest-rank percentile (q in 0..100): a value that was measured, not an interpolation."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(q / 100 * len(ordered)) - 1)]
+
+
+def _latency(before: Iterable[dict[str, Any]], after: Iterable[dict[str, Any]], ratio: float) -> list[dict[str, Any]]:
+    def durations(calls: Iterable[dict[str, Any]]) -> dict[str, list[float]]:
+        out: dict[str, list[float]] = {}
+        for call in calls:
+            if call["method"] == "tools/call" and call["tool"] and call["duration_ms"] is not None:
+                out.setdefault(call["tool"], []).append(call["duration_ms"])
+        return out
+
+    was, now = durations(before), durations(after)
+    rows = []
+    for tool in sorted(set(was) | set(now)):
+        b, a = was.get(tool, []), now.get(tool, [])
+        p95_before, p95_after = percentile(b, 95), percentile(a, 95)
+        enough = len(b) >= MIN_LATENCY_CALLS and len(a) >= MIN_LATENCY_CALLS
+        slower = (
+            ratio > 0
+            and enough
+            and p95_before is not None
+            and p95_after is not None
+            and p95_after > ratio * max(p95_before, 1.0)  # below 1 ms, noise
+        )
+        rows.append({
+            "tool": tool,
+            "before": {"calls": len(b), "p50": percentile(b, 50), "p95": p95_before},
+            "after": {"calls": len(a), "p50": percentile(a, 50), "p95": p95_after},
+            "slower": slower,
+        })  # fmt: skip
+    return rows

@@ -1,0 +1,137 @@
+"""A diff (analyzer/review/diff.py) as text for a terminal, Markdown for a pull request or an incident, or JSON."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from mcp_blackbox.analyzer.review.summary_markdown import ref, text
+
+
+def diff_json(result: dict[str, Any], before: str, after: str) -> str:
+    return json.dumps({"before": before, "after": after, **result}, indent=1, default=str) + "\n"
+
+
+def _ids(entry: dict[str, Any]) -> tuple[str, str]:
+    def one(side: dict[str, Any] | None) -> str:
+        return side["call_id"] if side else "-"
+
+    return one(entry["before"]), one(entry["after"])
+
+
+def _verdicts(entry: dict[str, Any]) -> str:
+    def one(side: dict[str, Any] | None, missing: str) -> str:
+        if side is None:
+            return missing
+        return side["outcome"] + (f" [{','.join(side['flags'])}]" if side["flags"] else "")
+
+    return f"{one(entry['before'], '(no such call)')} -> {one(entry['after'], '(not called)')}"
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}"
+
+
+def _latency_cells(row: dict[str, Any]) -> tuple[str, str, str]:
+    b, a = row["before"], row["after"]
+    ratio = f"x{a['p95'] / b['p95']:.2f}" if a["p95"] is not None and b["p95"] else ""
+    return (
+        f"{_ms(b['p50'])} / {_ms(b['p95'])} ({b['calls']})",
+        f"{_ms(a['p50'])} / {_ms(a['p95'])} ({a['calls']})",
+        ratio + (" slower" if row["slower"] else ""),
+    )
+
+
+def diff_text(result: dict[str, Any], before: str, after: str) -> str:
+    calls, failures = result["calls"], result["failures"]
+    lines = [
+        f"before: {before}: {calls['before']} calls, {failures['before']} failed",
+        f"after:  {after}: {calls['after']} calls, {failures['after']} failed",
+        f"matched {calls['matched']} calls (by server, method, tool, arguments and order); "
+        f"{result['only_before']} only before, {result['only_after']} only after",
+    ]
+    for title, key in (
+        ("new failures", "new_failures"),
+        ("fixed or no longer called", "fixed"),
+        ("verdicts changed", "changed"),
+    ):
+        entries = result[key]
+        lines.append(f"{title}: {len(entries)}")
+        for entry in entries:
+            was, now = _ids(entry)
+            lines.append(f"  {was} -> {now} {entry['what']}: {_verdicts(entry)}")
+    for title, key in (
+        ("retry chains", "retries"),
+        ("writes executed more than once", "duplicate_executions"),
+        ("unsafe replays", "unsafe_replays"),
+    ):
+        lines.append(f"{title}:" + (" no change" if not result[key] else ""))
+        lines += [f"  {row['what']}: {row['before']} -> {row['after']}" for row in result[key]]
+    if result["latency"]:
+        lines.append("latency per tool, p50 / p95 ms (calls): before -> after")
+        for row in result["latency"]:
+            was, now, ratio = _latency_cells(row)
+            lines.append(f"  {row['tool']}: {was} -> {now} {ratio}".rstrip())
+    if result["regressions"]:
+        lines.append(f"WORSE: {len(result['regressions'])} regression(s)")
+        lines += [f"  {line}" for line in result["regressions"]]
+    else:
+        lines.append("NOT WORSE: no new failure, retry, duplicate execution, unsafe replay or slower tool")
+    return "\n".join(lines) + "\n"
+
+
+def diff_markdown(result: dict[str, Any], before: str, after: str) -> str:
+    calls, failures = result["calls"], result["failures"]
+    verdict = (
+        f"**Worse:** {len(result['regressions'])} regression(s)."
+        if result["regressions"]
+        else "**Not worse:** no new failure, retry, duplicate execution, unsafe replay or slower tool."
+    )
+    lines = [
+        "# MCP capture diff",
+        "",
+        verdict,
+        "",
+        "| | capture | calls | failed |",
+        "|---|---|---:|---:|",
+        f"| before | {text(before)} | {calls['before']} | {failures['before']} |",
+        f"| after | {text(after)} | {calls['after']} | {failures['after']} |",
+        "",
+        f"{calls['matched']} calls matched by server, method, tool, arguments and order; "
+        f"{result['only_before']} only before, {result['only_after']} only after.",
+        "",
+    ]
+    if result["regressions"]:
+        lines += ["## Regressions", "", *(f"- {text(line)}" for line in result["regressions"]), ""]
+    for title, key in (
+        ("New failures", "new_failures"),
+        ("Fixed or no longer called", "fixed"),
+        ("Verdicts changed", "changed"),
+    ):
+        if not result[key]:
+            continue
+        lines += [f"## {title}", "", "| before | after | call | verdict |", "|---|---|---|---|"]
+        for entry in result[key]:
+            was, now = _ids(entry)
+            cells = (ref(was) if was != "-" else "-", ref(now) if now != "-" else "-")
+            lines.append(f"| {cells[0]} | {cells[1]} | {text(entry['what'])} | {_verdicts(entry)} |")
+        lines.append("")
+    changes = [
+        (title, row)
+        for title, key in (("retry chain", "retries"), ("write run twice", "duplicate_executions"),
+                           ("unsafe replay", "unsafe_replays"))
+        for row in result[key]
+    ]  # fmt: skip
+    if changes:
+        lines += ["## Retries, duplicate executions, unsafe replays", "", "| what | | before | after |"]
+        lines += ["|---|---|---:|---:|"]
+        lines += [f"| {title} | {text(row['what'])} | {row['before']} | {row['after']} |" for title, row in changes]
+        lines.append("")
+    if result["latency"]:
+        lines += ["## Latency per tool", "", "| tool | before p50 / p95 ms (calls) | after | p95 ratio |"]
+        lines += ["|---|---|---|---|"]
+        for row in result["latency"]:
+            was, now, ratio = _latency_cells(row)
+            lines.append(f"| {text(row['tool'])} | {was} | {now} | {ratio} |")
+        lines.append("")
+    return "\n".join(lines).rstrip() + "\n"

@@ -1,0 +1,573 @@
+"""The incident-review report: one self-contained HTML file.
+
+The analysis is turned into compact data (a row per call, lanes, retry groups,
+the details of the calls worth opening), redacted, embedded as JSON in the
+page and drawn by the page's own script. Compact: every text that recurs
+(methods, tools, outcomes, flags, verdicts, evidence lines, anatomy sentences,
+client fields) is written once in a string table (``strings``) and referred to
+by its index; times are integer microseconds; retry groups name their attempts
+by row index; what the page can derive (a call's layer from its outcome, its
+attempt number from its chain) is not carried. The page decodes it on load.
+Nothing is loaded from anywhere: the page's Content-Security-Policy forbids
+it. Captured content is only ever put into the page as data and shown with
+``textContent``.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import hashlib
+import json
+import math
+import re
+import time
+from collections import Counter
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from mcp_blackbox.analyzer.across.retries import RetryGroup
+from mcp_blackbox.analyzer.calls.anatomy import describe, ending
+from mcp_blackbox.analyzer.model.records import Call, Exchange
+from mcp_blackbox.analyzer.model.vocabulary import Flag, Outcome, Safety, is_failure, vocabulary_data
+from mcp_blackbox.analyzer.outputs.analysis import Analysis, analyze
+from mcp_blackbox.analyzer.outputs.call_record import reason
+from mcp_blackbox.analyzer.read.extract import decode_body
+from mcp_blackbox.analyzer.read.load import LoadReport, read_exchanges
+from mcp_blackbox.analyzer.read.stdio_load import is_stdio_capture, stdio_exchanges
+from mcp_blackbox.analyzer.redaction.redact import redact_headers, redact_strings, redact_text, redact_url
+from mcp_blackbox.analyzer.review.captured import captured_facts
+from mcp_blackbox.analyzer.wire.inputs import expand_captures
+from mcp_blackbox.analyzer.wire.sse_framing import split_sse
+
+DETAIL_LIMIT = 3000  # calls whose bytes the report carries (failures and retries first)
+# Above this many calls the uneventful ones are aggregated per lane and time bucket (see ``eventful``): one row
+# per call would make a page of about 300 bytes a call, too big for a browser at a million calls.
+AGGREGATE_ABOVE = 50_000
+AGGREGATE_BUCKETS = 500  # at most this many buckets across the capture's span, per lane
+BUCKET_STEPS_MS = [
+    1e3, 2e3, 5e3, 1e4, 15e3, 3e4, 6e4, 12e4, 3e5, 6e5, 9e5, 18e5, 36e5, 72e5, 108e5, 216e5, 432e5, 864e5,
+]  # fmt: skip
+AGGREGATE_COLUMNS = [
+    "lane", "t0", "t1", "count", "outcomes", "methods", "tools", "dur_min", "dur_p50", "dur_p95", "dur_max",
+]  # fmt: skip
+BODY_LIMIT = 16_384  # characters of one body shown
+TICK_LIMIT = 50  # SSE event ticks drawn per call
+LANE_KINDS = {"connection": "conn", "sse-session": "sse", "stdio": "stdio"}  # short names in the timeline's lane labels
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+# A row per call. t0: microseconds after the previous row's t0 (the first row's: after the first call), dur:
+# microseconds; group: index into ``groups``; client: index into ``clients``; STRING_COLUMNS: index into
+# ``strings`` (whose entry 0 is null). The page derives the layer (the outcome's) and the attempt (the call's
+# place in its group's members).
+COLUMNS = [
+    "id", "lane", "method", "tool", "rpc_id", "outcome", "status", "flags", "t0", "dur",
+    "group", "origin", "confidence", "source", "verdict", "error_code", "client", "carrier",
+]  # fmt: skip
+STRING_COLUMNS = ["method", "tool", "outcome", "flags", "origin", "confidence", "verdict", "carrier"]
+STDERR_SHOWN = 200  # stderr lines of one call carried in its details (the timeline ticks them all, up to TICK_LIMIT)
+# A retry chain: members are row indices; origin, confidence, final_outcome, safety and each evidence line are
+# indices into ``strings``; total_us in microseconds; failure_retry and may_have_run_twice 0 or 1.
+GROUP_COLUMNS = [
+    "retry_group", "origin", "confidence", "members", "failure_retry", "total_us", "final_outcome", "safety",
+    "may_have_run_twice", "evidence",
+]  # fmt: skip
+# A timeout anatomy (analyzer/calls/anatomy.py ``ending``) of the call in row ``row``: times in microseconds after the
+# call's start (null when unknown); ended_by, detail and sentence (``describe``'s) are indices into ``strings``.
+ANATOMY_COLUMNS = [
+    "row", "reached_server_us", "progress", "other_notifications", "last_us", "ended_by", "waited_us", "detail",
+    "sentence",
+]  # fmt: skip
+LANE_COLUMNS = ["id", "label", "group"]  # id: index into ``strings``; group: index into ``lane_groups``
+LANE_GROUP_COLUMNS = ["source", "lineage"]  # source: index into meta.captures; lineage: into ``strings``
+CLIENT_COLUMNS = [
+    "lineage", "unit", "address", "session", "user_agent", "client_info", "protocol_version", "joined",
+]  # fmt: skip  # each an index into ``strings``
+
+
+class StringTable:
+    """The report's strings, each written once: ``index`` gives a text's place (None is entry 0)."""
+
+    def __init__(self) -> None:
+        self.strings: list[str | None] = [None]
+        self._index: dict[str | None, int] = {None: 0}
+
+    def index(self, text: Any) -> int:
+        if text is not None and not isinstance(text, str):
+            text = str(text)  # a table holds texts only
+        found = self._index.get(text)
+        if found is None:
+            found = self._index[text] = len(self.strings)
+            self.strings.append(text)
+        return found
+
+
+def _us(ms: float | None) -> int | None:
+    """Milliseconds (to the microsecond) as integer microseconds: no decimal point, no float's tail."""
+    return None if ms is None else round(ms * 1000)
+
+
+def build_report(
+    paths: Iterable[str | Path],
+    *,
+    redact: bool = True,
+    analysis: Analysis | None = None,
+    aggregate_above: int = AGGREGATE_ABOVE,
+) -> dict[str, Any]:
+    """The report's data; ``analysis`` of the same paths, if the caller has one already.
+
+    Above ``aggregate_above`` calls the uneventful ones (``eventful`` says which are not) are folded into
+    per-lane time buckets (``aggregates``) and only the eventful calls get a row each.
+    """
+    sources = [str(p) for p in paths]
+    analysis = analysis if analysis is not None else analyze(sources)
+    every = analysis.call_objects
+    origin = min((c.request.t for c in every), default=0.0)
+    lanes: dict[str, int] = {_lane_key(call): 0 for call in every}  # lane -> index, in the order lanes start
+    for n, lane in enumerate(lanes):
+        lanes[lane] = n
+    duplicate_calls = {c.call_id for d in analysis.duplicate_executions for c in d.calls}
+    calls, quiet = every, []
+    if len(every) > aggregate_above:
+        calls = [c for c in every if eventful(c, duplicate_calls)]
+        quiet = [c for c in every if not eventful(c, duplicate_calls)]
+    clients: dict[str, int] = {}  # unit -> index into the page's client table
+    table = StringTable()
+    text = redact_text if redact else (lambda s: s)
+    group_index = {g.group_id: n for n, g in enumerate(analysis.retry_groups)}
+    rows, previous = [], 0
+    for call in calls:
+        row = _row(call, origin, lanes, clients, sources, group_index, table, text)
+        row[8], previous = row[8] - previous, row[8]  # t0 as the step from the previous row
+        rows.append(row)
+    row_of = {call.call_id: n for n, call in enumerate(calls)}
+    chosen = _worth_opening(calls)
+    details = _details(sources, chosen, origin, redact)
+    lane_records, lane_groups = _lanes(every, lanes, sources)
+    end = max((c.t_end or c.request.t for c in every), default=origin)
+    aggregates, bucket_ms = _aggregates(quiet, origin, lanes, end, table)
+    meta = _meta(analysis, sources, origin, redact)
+    meta.update(aggregated=len(quiet), aggregate_above=aggregate_above, bucket_ms=bucket_ms, rows=len(rows))
+    return {
+        "meta": meta,
+        "columns": COLUMNS,
+        "string_columns": STRING_COLUMNS,
+        # A lane's id (its client unit's text, mostly) and a group's lineage through the string table.
+        "lane_columns": LANE_COLUMNS,
+        "lanes": [[table.index(lane["id"]), lane["label"], lane["group"]] for lane in lane_records],
+        "lane_group_columns": LANE_GROUP_COLUMNS,
+        "lane_groups": [[g["source"], table.index(g["lineage"])] for g in lane_groups],
+        "client_columns": CLIENT_COLUMNS,
+        "clients": [[table.index(c[k]) for k in CLIENT_COLUMNS] for c in _clients(calls, clients, redact)],
+        "calls": rows,
+        "aggregate_columns": AGGREGATE_COLUMNS,
+        "aggregates": aggregates,
+        # [row, then each SSE event's time in microseconds after the call's start]
+        "ticks": [[n, *ticks] for n, c in enumerate(calls) if (ticks := _ticks(c))],
+        # [row, then each stderr line's time (a stdio server's, written during the call), the same way]
+        "stderr_ticks": [[n, *ticks] for n, c in enumerate(calls) if (ticks := _stderr_ticks(c))],
+        "group_columns": GROUP_COLUMNS,
+        "groups": [_group(g, row_of, table) for g in analysis.retry_groups],
+        "details": details,
+        "anatomy_columns": ANATOMY_COLUMNS,
+        "anatomy": _anatomies(calls, redact, table),
+        "vocabulary": vocabulary_data(),
+        "strings": table.strings,  # last: every index above is into it
+    }
+
+
+def _group(group: RetryGroup, row_of: dict[str, int], table: StringTable) -> list[Any]:
+    """A retry chain's record (``RetryGroup.record``) in GROUP_COLUMNS. Every attempt of a chain is eventful,
+    so each has a row."""
+    record = group.record()
+    return [
+        record["retry_group"], table.index(record["origin"]), table.index(record["confidence"]),
+        [row_of[m] for m in record["members"]], int(record["failure_retry"]), _us(record["total_ms"]),
+        table.index(record["final_outcome"]), table.index(record["safety"]), int(record["may_have_run_twice"]),
+        [table.index(line) for line in record["evidence"]],
+    ]  # fmt: skip
+
+
+def eventful(call: Call, duplicate_calls: set[str]) -> bool:
+    """A call a reader must be able to open on its own: a failure, a flag, an attempt of a retry chain, a run
+    of a repeated execution. Every other call is uneventful: it may be aggregated in a huge capture's report."""
+    return bool(is_failure(call.outcome) or call.flags or call.retry_group or call.call_id in duplicate_calls)
+
+
+def bucket_width(span_ms: float) -> float:
+    """A round width (1 s, 2 s, 5 s, 10 s ... 1 day) giving at most AGGREGATE_BUCKETS buckets across the span."""
+    for step in BUCKET_STEPS_MS:
+        if span_ms / step <= AGGREGATE_BUCKETS:
+            return step
+    return BUCKET_STEPS_MS[-1]
+
+
+def _aggregates(
+    quiet: list[Call], origin: float, lanes: dict[str, int], end: float, table: StringTable
+) -> tuple[list[list[Any]], float | None]:
+    """The uneventful calls folded per lane and time bucket: one record each (``AGGREGATE_COLUMNS``), by start.
+
+    Outcomes, methods and tools are counted as flat lists: a string's index, its count, the next ... (most
+    common first).
+
+    Durations are summarised by their minimum, median, 95th percentile (nearest rank) and maximum; the bucket's
+    drawn extent runs from its first call's start to its last call's end.
+    """
+    if not quiet:
+        return [], None
+    width = bucket_width((end - origin) * 1000)
+    buckets: dict[tuple[int, int], list[Call]] = {}
+    for call in quiet:
+        start = (call.request.t - origin) * 1000
+        buckets.setdefault((lanes[_lane_key(call)], int(start // width)), []).append(call)
+    records = []
+    for (lane, _), members in buckets.items():
+        spans = [((c.request.t - origin) * 1000, max(0.0, (c.t_end or c.request.t) - c.request.t) * 1000)
+                 for c in members]  # fmt: skip
+        durations = sorted(d for _, d in spans)
+
+        def rank(q: float, durations: list[float] = durations) -> float:
+            return round(durations[max(0, math.ceil(q * len(durations)) - 1)], 3)
+
+        records.append([
+            lane, round(min(s for s, _ in spans), 3), round(max(s + d for s, d in spans), 3), len(members),
+            _counted(Counter(str(c.outcome) for c in members), table),
+            _counted(Counter(c.method or "(response)" for c in members), table),
+            _counted(Counter(c.tool for c in members if c.tool), table),
+            round(durations[0], 3), rank(0.5), rank(0.95), round(durations[-1], 3),
+        ])  # fmt: skip
+    records.sort(key=lambda r: (r[1], r[0]))
+    return records, width
+
+
+def _counted(counter: Counter[str], table: StringTable) -> list[int]:
+    return [n for name, count in counter.most_common() for n in (table.index(name), count)]
+
+
+def _lane_key(call: Call) -> str:
+    scope = call.scope
+    if scope.startswith("exchange:"):  # stateless: one lane per client connection
+        return f"connection:{call.exchange.client_conn or scope}"
+    return scope
+
+
+def _lane_label(lane: str, address: str | None) -> str:
+    """A short readable name: the session id's first digits, or the client's address for a connection."""
+    kind, _, name = lane.partition(":")
+    if kind == "connection" and address:
+        return f"conn {address}"
+    if kind == "stdio":  # stdio:<capture file>:<pid>
+        return f"stdio pid {name.rpartition(':')[2]}"
+    return f"{LANE_KINDS.get(kind, kind)} {name[:8]}"
+
+
+def _lanes(
+    calls: list[Call], lanes: dict[str, int], paths: list[str]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The lanes in index order, each in a group: the capture its first call came from and that call's client
+    lineage (calls without a client identity are a group of their own in their capture)."""
+    first: dict[str, Call] = {}
+    for call in calls:
+        first.setdefault(_lane_key(call), call)
+    groups: dict[tuple[int, str | None], int] = {}
+    records = []
+    for lane in lanes:
+        call = first[lane]
+        source = paths.index(call.exchange.source) if call.exchange.source in paths else 0
+        lineage = call.client.lineage if call.client is not None else None
+        group = groups.setdefault((source, lineage), len(groups))
+        address = call.client.address if call.client is not None else None
+        records.append({"id": lane, "label": _lane_label(lane, address), "group": group})
+    return records, [{"source": source, "lineage": lineage} for source, lineage in groups]
+
+
+def _anatomies(calls: list[Call], redact: bool, table: StringTable) -> list[list[Any]]:
+    """The timeout anatomy of every call that got no answer (analyzer/calls/anatomy.py), with its sentence, in
+    ANATOMY_COLUMNS. The sentences recur (the same few endings after the same few waits): the table holds each
+    once."""
+    out = []
+    for n, call in enumerate(calls):
+        anatomy = ending(call)
+        if anatomy is None:
+            continue
+        sentence, detail = describe(anatomy, call.exchange.transport), anatomy["detail"]
+        if redact:  # the detail quotes the proxy's or the stream's own words
+            detail = redact_text(detail) if detail else detail
+            sentence = redact_text(sentence)
+        sent = anatomy["server_sent"]
+        out.append([
+            n, _us(anatomy["reached_server_ms"]), sent["progress"], sent["other_notifications"], _us(sent["last_ms"]),
+            table.index(anatomy["ended_by"]), _us(anatomy["waited_ms"]), table.index(detail), table.index(sentence),
+        ])  # fmt: skip
+    return out
+
+
+def _row(
+    call: Call,
+    origin: float,
+    lanes: dict[str, int],
+    clients: dict[str, int],
+    paths: list[str],
+    group_index: dict[str, int],
+    table: StringTable,
+    text: Any,
+) -> list[Any]:
+    """The call in COLUMNS, its t0 still after the first call (``build_report`` makes it a step)."""
+    exchange = call.exchange
+    client = clients.setdefault(call.client.unit, len(clients)) if call.client is not None else None
+    end = call.t_end or call.request.t
+    lane = lanes.setdefault(_lane_key(call), len(lanes))
+    s = table.index
+    return [
+        call.call_id, lane, s(call.method), s(call.tool), call.request.id, s(call.outcome), exchange.status,
+        s(" ".join(call.flags)), round((call.request.t - origin) * 1e6), round(max(0.0, end - call.request.t) * 1e6),
+        group_index.get(call.retry_group) if call.retry_group else None, s(call.retry_origin),
+        s(call.retry_confidence), paths.index(exchange.source) if exchange.source in paths else 0,
+        s(text(reason(call, ending(call)))), call.error_code, client, s(exchange.transport),
+    ]  # fmt: skip
+
+
+def _clients(calls: list[Call], clients: dict[str, int], redact: bool) -> list[dict[str, Any]]:
+    """One record per client unit, in the order of ``clients``' indices (the rows refer to them)."""
+    by_unit = {call.client.unit: call.client for call in calls if call.client is not None}
+    records = [by_unit[unit].record() for unit in clients]
+    # A User-Agent or clientInfo is the client's own text: redacted like the export's.
+    return [redact_strings(record) for record in records] if redact else records
+
+
+def _stderr_ticks(call: Call) -> list[int]:
+    return [round((line.t - call.request.t) * 1e6) for line in call.stderr[:TICK_LIMIT]]
+
+
+def _ticks(call: Call) -> list[int]:
+    stream = [m.t for m in (*call.notifications, *call.responses) if m.exchange.is_event_stream]
+    return [round((t - call.request.t) * 1e6) for t in sorted(stream)[:TICK_LIMIT]]
+
+
+def _worth_opening(calls: list[Call]) -> dict[str, Call]:
+    """The calls whose bytes the page carries: every failure, flag and retry first, then the rest."""
+    ranked = sorted(calls, key=lambda c: (not is_failure(c.outcome) and not c.flags and not c.retry_group, c.number))
+    return {c.call_id: c for c in ranked[:DETAIL_LIMIT]}
+
+
+def _details(paths: list[str], chosen: dict[str, Call], origin: float, redact: bool) -> dict[str, Any]:
+    wanted = {e.flow_id for call in chosen.values() for e in call.exchanges}
+    exchanges: dict[str, dict[str, Any]] = {}
+    # A second pass over the files for the chosen flows only: the analysis kept no bodies.
+    stdio = [path for path in expand_captures(paths) if is_stdio_capture(path)]
+    flows = [path for path in paths if path not in stdio]
+    for exchange in read_exchanges(flows, LoadReport(), keep_all=True):
+        if exchange.flow_id in wanted:
+            exchanges[exchange.flow_id] = _exchange_detail(exchange, origin, redact)
+    if any(call.stderr or call.exchange.stdio is not None for call in chosen.values()):
+        for path in stdio:
+            for exchange in stdio_exchanges(path):
+                if exchange.flow_id in wanted:
+                    exchanges[exchange.flow_id] = _stdio_detail(exchange, origin, redact)
+    clean = redact_text if redact else (lambda s: s)
+    return {
+        call_id: {
+            "evidence": [redact_text(e) if redact else e for e in call.evidence],
+            "exchanges": [exchanges[e.flow_id] for e in call.exchanges if e.flow_id in exchanges],
+            # A stdio server's stderr lines written during the call: its own text, untrusted like any other.
+            "stderr": [
+                {"t": round((line.t - origin) * 1000, 3), "text": clean(line.text)}
+                for line in call.stderr[:STDERR_SHOWN]
+            ],
+        }
+        for call_id, call in chosen.items()
+    }
+
+
+def _stdio_detail(exchange: Exchange, origin: float, redact: bool) -> dict[str, Any]:
+    """A line of a stdio capture, in the shape of an exchange's detail: the line is the "request" body whichever
+    way it went, and ``stdio`` says which (the page draws it as a line, not as an HTTP request)."""
+    clean_text = redact_text if redact else (lambda s: s)
+    facts = (exchange.stream or {}).get("stdio_line") or {}
+    body = exchange.request_body if exchange.request_body is not None else exchange.response_body
+    command = exchange.stdio.command_text if exchange.stdio is not None else exchange.path
+    return {
+        "flow": exchange.flow_id,
+        "t": round((exchange.t_request - origin) * 1000, 3),
+        "request": {
+            "line": f"{exchange.method} {clean_text(command)}",
+            "headers": {},
+            "body": _shown(clean_text((body or b"").decode("utf-8", "replace"))),
+        },
+        "response": None,
+        "error": exchange.error,
+        "stream": {"ended": None, "error": None, "bytes": facts.get("bytes"), "dropped_bytes": None},
+        "stdio": {
+            "stream": facts.get("stream"),
+            "bytes": facts.get("bytes"),
+            "truncated": facts.get("truncated", False),
+            "not_utf8": facts.get("not_utf8", False),
+        },
+    }
+
+
+def _exchange_detail(exchange: Exchange, origin: float, redact: bool) -> dict[str, Any]:
+    clean_headers = redact_headers if redact else dict
+    clean_text = redact_text if redact else (lambda s: s)
+    request_text, _ = decode_body(exchange.request_body, exchange.request_headers)
+    response_text, problem = decode_body(exchange.response_body, exchange.response_headers)
+    detail: dict[str, Any] = {
+        "flow": exchange.flow_id,
+        "t": round((exchange.t_request - origin) * 1000, 3),
+        "request": {
+            "line": f"{exchange.method} {redact_url(exchange.url) if redact else exchange.url}",
+            "headers": clean_headers(exchange.request_headers),
+            "body": _shown(clean_text(request_text or "")),
+        },
+        "response": None,
+        "error": exchange.error,
+        "stream": {k: (exchange.stream or {}).get(k) for k in ("ended", "error", "bytes", "dropped_bytes")},
+    }
+    if exchange.status is not None:
+        detail["response"] = {
+            "status": exchange.status,
+            "headers": clean_headers(exchange.response_headers),
+            "body": None if exchange.is_event_stream else _shown(clean_text(response_text or problem or "")),
+        }
+        if exchange.is_event_stream:
+            detail["events"] = _events(exchange, response_text or "", origin, clean_text)
+    return detail
+
+
+def _events(exchange: Exchange, text: str, origin: float, clean: Any) -> list[dict[str, Any]]:
+    events, _ = split_sse(text.encode("utf-8"))
+    times = (exchange.stream or {}).get("event_times") or []
+    out = []
+    for n, event in enumerate(events[:500]):
+        t = times[n] if n < len(times) and times[n] is not None else exchange.t_end
+        out.append({
+            "t": round((t - origin) * 1000, 3) if t else None,
+            "id": event.id,
+            "event": event.event,
+            "data": _shown(clean(event.data)),
+        })  # fmt: skip
+    return out
+
+
+def _shown(text: str) -> str:
+    """Pretty JSON where the text is JSON; cut to BODY_LIMIT characters."""
+    with contextlib.suppress(ValueError, RecursionError):  # RecursionError: nested too deeply to indent
+        text = json.dumps(json.loads(text), indent=2, ensure_ascii=False)
+    return text if len(text) <= BODY_LIMIT else text[:BODY_LIMIT] + f"\n… {len(text) - BODY_LIMIT} more characters"
+
+
+def _meta(analysis: Analysis, paths: list[str], origin: float, redact: bool) -> dict[str, Any]:
+    calls = analysis.call_objects
+    facts = captured_facts(analysis, paths)
+    groups = analysis.retry_groups
+    return {
+        "generated": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+        "captures": paths,
+        "start": origin,
+        "end": facts["end"] if facts["end"] is not None else origin,
+        **{key: facts[key] for key in ("clients", "user_agents", "servers", "versions")},
+        "outcomes": dict(Counter(c.outcome for c in calls).most_common()),
+        "layers": dict(Counter(c.layer for c in calls).most_common()),
+        "flags": dict(Counter(f for c in calls for f in c.flags).most_common()),
+        "calls": len(calls),
+        "flows_read": analysis.flows_read,
+        "skipped": len(analysis.skipped),
+        "read_problems": [f"{p['source']}: {p['reason']}" for p in analysis.read_problems],
+        "notes": analysis.notes,
+        "auth_steps": [
+            f"{a['step']}: {a['method']} {a['path']} (HTTP {a['status']})" for a in analysis.auth_steps[:20]
+        ],
+        # A refused GET stream or DELETE: said once in the header, neither a call nor a failure.
+        "stream_events": [
+            (redact_text if redact else str)(
+                f"{e['method']} {e['path']}"
+                + (f" (HTTP {e['status']})" if e["status"] is not None else "")
+                + f": {e['what']}"
+            )
+            for e in analysis.stream_events[:20]
+        ],
+        "retry_groups": len(groups),
+        "unsafe_replays": sum(1 for g in groups if g.safety.is_unsafe),
+        "duplicate_executions": [d.record() for d in analysis.duplicate_executions[:20]],
+        "twice": sum(1 for g in groups if g.may_have_run_twice),
+        # Every call of a repeated execution (the card's filter); the list above is cut at 20.
+        "duplicate_calls": sorted({c.call_id for d in analysis.duplicate_executions for c in d.calls}),
+        # Flags whose card says what it counts in a visible sentence, not only in its tooltip (the card of
+        # DUPLICATE_EXECUTION's records already says its own).
+        "explained_flags": [Flag.UNSAFE_RETRY.value],
+        "redacted": redact,
+        "detail_limit": DETAIL_LIMIT,
+    }
+
+
+def script_json(value: Any) -> str:
+    """JSON safe inside <script>: no "</script>", no HTML comment openers, no line separators.
+
+    Lone surrogates (a JSON "\\ud800" a server sent) stay escapes: the page must be written as UTF-8.
+    """
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+    text = (
+        text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
+        .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+    )  # fmt: skip
+    return LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+def render_report(data: dict[str, Any]) -> str:
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("mcp_blackbox.templates", ""),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+    )
+    env.filters["script_json"] = script_json
+    loader = env.loader
+    assert loader is not None
+    # Line ends as a browser hashes them: a CRLF checkout must not break the policy's hashes.
+    style = (loader.get_source(env, "report.css")[0] + outcome_classes()).replace("\r\n", "\n")
+    script = loader.get_source(env, "report.js")[0].replace("\r\n", "\n")
+    vocabulary = data["vocabulary"]
+    return env.get_template("report.html.j2").render(
+        data=data,
+        meta=data["meta"],
+        vocabulary=vocabulary,
+        failures={o["name"] for o in vocabulary["outcomes"] if o["failure"]},
+        # The cards that count risks say what they count, in the vocabulary's own words.
+        explain={"unsafe_replay": Safety.UNSAFE.description, "duplicate": Flag.DUPLICATE_EXECUTION.description},
+        style=style,
+        script=script,
+        csp=content_security_policy(style, script),
+    )
+
+
+def outcome_classes() -> str:
+    """A CSS class per outcome (``o-NAME``) in its colour: the legend's swatches."""
+    return "".join(f"\n.o-{outcome.value} {{ background:{outcome.colour}; }}" for outcome in Outcome) + "\n"
+
+
+def content_security_policy(style: str, script: str) -> str:
+    """Nothing from any network; only this page's own style and script, named by hash.
+
+    Inline markup that escaped the escaping (an ``onerror=``, a ``<script>``) matches no hash and
+    does not run. The data block is ``application/json``, which is never executed.
+    """
+
+    def digest(text: str) -> str:
+        return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode("utf-8")).digest()).decode("ascii") + "'"
+
+    return f"default-src 'none'; style-src {digest(style)}; script-src {digest(script)}; img-src data:"
+
+
+def write_report(
+    paths: Iterable[str | Path],
+    output: str | Path,
+    *,
+    redact: bool = True,
+    analysis: Analysis | None = None,
+    aggregate_above: int = AGGREGATE_ABOVE,
+) -> dict[str, Any]:
+    data = build_report(paths, redact=redact, analysis=analysis, aggregate_above=aggregate_above)
+    # What can still hold a lone surrogate (a clientInfo name in the header) is written as an escape.
+    Path(output).write_text(render_report(data), encoding="utf-8", errors="backslashreplace")
+    return data

@@ -1,0 +1,91 @@
+"""The terminal summary: counts, the calls that did not succeed, the retry chains; 80 columns."""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Mapping
+
+from mcp_blackbox.analyzer.model.vocabulary import is_failure
+from mcp_blackbox.analyzer.outputs.analysis import Analysis, CallStream
+from mcp_blackbox.analyzer.outputs.export import Tally, iter_records
+
+INDENT = "    "
+
+
+def summary_text(analysis: Analysis | CallStream, width: int = 80) -> str:
+    """From a CallStream, as its calls become final: only the lines of the calls to look at are kept."""
+    tally, failing = Tally(), []
+    for call in iter_records(analysis):
+        tally.add(call)
+        if not (is_failure(call["outcome"]) or call["flags"]):
+            continue
+        what = call["method"] or "(response)"
+        if call["tool"]:
+            what += f" {call['tool']}"
+        flags = f" [{', '.join(call['flags'])}]" if call["flags"] else ""
+        failing += wrap(f"  {call['call_id']} {what} id={call['jsonrpc_id']} {call['outcome']}{flags}", width)
+        if call["evidence"]:
+            # Evidence quotes what servers said: redacted (iter_records), like the export and the report;
+            # wrapped, never cut: the reason is what the reader came for.
+            failing += wrap(f"{INDENT}{call['reason']}", width)
+    summary = tally.summary(analysis)
+    lines = wrap(
+        f"{summary['calls']} calls in {summary['flows_analyzed']} exchanges "
+        f"({summary['flows_read']} flows read, {summary['flows_skipped']} skipped)",
+        width,
+    )
+    for title, key in (("outcome", "by_outcome"), ("layer", "by_layer"), ("method", "by_method"), ("tool", "by_tool")):
+        if summary[key]:
+            lines += counts(f"by {title}:", summary[key], width)
+    if summary["flags"]:
+        lines += counts("flags:", summary["flags"], width)
+    if failing:
+        lines += ["", "calls to look at:", *failing]
+    if analysis.duplicate_executions:
+        lines += ["", *wrap("writes executed more than once (same client, same arguments):", width)]
+        for duplicate in analysis.duplicate_executions:
+            record = duplicate.record()
+            lines += wrap(
+                f"  {record['tool']} args {record['arguments_digest'][:10]}: {', '.join(record['calls'])} "
+                f"({', '.join(record['executions'])})",
+                width,
+            )
+    if analysis.retry_groups:
+        lines += ["", "retry chains:"]
+        for group in analysis.retry_groups:
+            record = group.record()
+            safety = record["safety"] if record["failure_retry"] else "not a failure"
+            lines += wrap(
+                f"  {record['retry_group']} {record['origin']} [{record['confidence']}]: "
+                f"{' -> '.join(record['members'])} = {record['final_outcome']}, {safety}",
+                width,
+            )
+            if record["may_have_run_twice"]:
+                lines.append(f"{INDENT}the tool may have run twice")
+    return "\n".join(lines)
+
+
+def counts(title: str, counted: Mapping[str, int], width: int) -> list[str]:
+    """``title NAME n, NAME n, ...`` wrapped between items, so a name stays beside its count."""
+    items = [f"{name} {count}" for name, count in counted.items()]
+    lines, line, holds_items = [], title, False
+    for number, item in enumerate(items):
+        item += "," if number < len(items) - 1 else ""
+        if holds_items and len(line) + 1 + len(item) > width:
+            lines.append(line)
+            line = INDENT + item
+        else:
+            line += " " + item
+        holds_items = True
+    lines.append(line)
+    return [cut(line, width) for line in lines]
+
+
+def wrap(text: str, width: int) -> list[str]:
+    """Words onto indented lines; only a word longer than a whole line is broken."""
+    indent = INDENT + " " * (len(text) - len(text.lstrip(" ")))
+    return textwrap.wrap(text, width, subsequent_indent=indent, break_on_hyphens=False, drop_whitespace=True) or [""]
+
+
+def cut(line: str, width: int) -> str:
+    return line if len(line) <= width else line[: width - 1] + "…"

@@ -1,0 +1,653 @@
+"""The ``mcp-blackbox`` command line."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import errno
+import io
+import os
+import sys
+import textwrap
+from collections.abc import Sequence
+from pathlib import Path
+from typing import IO, Any
+
+from mcp_blackbox.analyzer.model.vocabulary import NOT_FAILURES
+from mcp_blackbox.analyzer.outputs.analysis import DEFAULT_WINDOW, Analysis, CallStream, analyze
+from mcp_blackbox.analyzer.outputs.export import write_csv, write_json
+from mcp_blackbox.analyzer.read import progress
+from mcp_blackbox.analyzer.read.load import LoadReport
+from mcp_blackbox.analyzer.review.check import DEFAULT_FAIL_ON, Allowance, parse_allow, parse_fail_on
+from mcp_blackbox.analyzer.review.summary_text import summary_text
+from mcp_blackbox.analyzer.version import NOT_INSTALLED, installed_version
+from mcp_blackbox.analyzer.wire.inputs import expand_captures, recording_of
+from mcp_blackbox.cli import run_command
+from mcp_blackbox.cli.environment import addon_path, mitmdump_executable
+
+
+def record_command(args: argparse.Namespace) -> list[str]:
+    """The mitmdump command line that ``record`` runs."""
+    command = [
+        mitmdump_executable(),
+        "--scripts",
+        str(addon_path()),
+        "--mode",
+        f"reverse:{args.upstream}",
+        "--listen-host",
+        args.listen_host,
+        "--listen-port",
+        str(args.port),
+        # The addon's writer, not -w: owner-only files, each flow written whole as it ends, size rotation.
+        "--set",
+        f"mcp_write={args.write}",
+    ]
+    if args.rotate_size:
+        command += ["--set", f"mcp_rotate_size={args.rotate_size}"]
+    if args.keep:
+        command += ["--set", f"mcp_keep={args.keep}"]
+    if args.redact:
+        command += ["--set", "mcp_redact=true"]
+    if not any("connection_strategy" in arg for arg in args.mitmdump_args):
+        # Connect upstream only once a request has come: a dead upstream is then a recorded flow with
+        # its error (NO_RESPONSE, "Connect call failed"), where the default (eager) drops the client first.
+        command += ["--set", "connection_strategy=lazy"]
+    if args.listen_file:
+        command += ["--set", f"mcp_listen_file={args.listen_file}"]
+    if args.filter:
+        command += ["--set", f"mcp_filter={args.filter}"]
+    if args.quiet:
+        command.append("--quiet")
+    return command + list(args.mitmdump_args)
+
+
+def port_in_use(host: str, port: int) -> bool:
+    """Whether the proxy could not listen on host:port, tried as mitmproxy listens (SO_REUSEADDR)."""
+    import socket
+
+    try:
+        addresses = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except OSError:
+        return False  # mitmdump says what is wrong with the host
+    for family, kind, proto, _, address in addresses:
+        with socket.socket(family, kind, proto) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                sock.bind(address)
+            except OSError as e:
+                if e.errno == errno.EADDRINUSE:
+                    return True
+    return False
+
+
+def run_record(args: argparse.Namespace) -> int:
+    if args.stdio:
+        return run_record_stdio(args)
+    if not args.upstream:
+        args.record_parser.error("--upstream is required (or --stdio, to record a stdio server)")
+    command = record_command(args)
+    if args.dry_run:
+        print(" ".join(command))
+        return 0
+    if args.port and port_in_use(args.listen_host, args.port):
+        # Said here, in the words of this command's options; nothing has been written yet.
+        print(
+            f"mcp-blackbox record: port {args.port} is in use: choose another with -p, or -p 0 for any free port",
+            file=sys.stderr,
+        )
+        return 1
+    sys.stdout.flush()
+    # Become mitmdump: signals (Ctrl-C, SIGTERM) reach it directly and it writes the file on exit.
+    os.execv(command[0], command)
+    return 1  # not reached
+
+
+def run_record_stdio(args: argparse.Namespace) -> int:
+    """``record --stdio``: this process stands between the client and the server's stdio; no mitmdump."""
+    options = {"--upstream": args.upstream, "--rotate-size": args.rotate_size, "--keep": args.keep}
+    options |= {"--listen-file": args.listen_file, "--filter": args.filter, "--redact": args.redact}
+    options |= {"--dry-run": args.dry_run}
+    unused = [name for name, value in options.items() if value]
+    if unused:
+        args.record_parser.error(f"{', '.join(unused)}: not with --stdio")
+    if not args.mitmdump_args:
+        args.record_parser.error("--stdio needs the server's command after --: record --stdio -w FILE -- COMMAND ...")
+    # Imported here: the analysis commands never need it, and the wrapper must start quickly.
+    from mcp_blackbox.addon import stdio_recorder
+
+    return stdio_recorder.run(
+        args.mitmdump_args, args.write, recorder=f"mcp-blackbox {installed_version() or NOT_INSTALLED}"
+    )
+
+
+def load_or_explain(paths: list[str]) -> Analysis | None:
+    """Analyze the captures; say on stderr what could not be read. None when nothing could."""
+    report = LoadReport()
+    paths = expand_captures(paths)  # a directory of rotated files, a quoted glob
+    size = progress.wanted(paths)
+    if size is None:
+        analysis = analyze(paths, report=report)
+    else:
+        with progress.ProgressLine(report, size):
+            analysis = analyze(paths, report=report)
+    tell_what_was_read(analysis)
+    if analysis.flows_read == 0 and analysis.read_problems:
+        return None
+    return analysis
+
+
+def tell_what_was_read(analysis: Analysis | CallStream) -> None:
+    """On stderr: what could not be read, how many flows were skipped, what the capture could not show."""
+    for problem in analysis.read_problems:
+        where = f" at byte {problem['offset']}" if problem.get("offset") is not None else ""
+        after = f" after {problem['flows_read']} flow(s)" if problem.get("flows_read") else ""
+        explain(f"mcp-blackbox: {problem['source']}:", f"{problem['reason']}{where}{after}")
+    if analysis.skipped:
+        explain(
+            f"mcp-blackbox: {len(analysis.skipped)} of {analysis.flows_read} flow(s) skipped; "
+            'the export\'s "skipped" list says why'
+        )
+    for note in analysis.notes:
+        explain(f"mcp-blackbox: note: {note}")
+
+
+def explain(head: str, body: str | None = None, width: int = 80) -> None:
+    """A message on stderr in ``width`` columns; with a body, the head (a file) on a line of its own if need be.
+
+    Words are never broken, so a path stays whole (and overflows only if it alone is too long).
+    """
+
+    def fill(text: str, indent: str = "") -> str:
+        return textwrap.fill(
+            text, width, initial_indent=indent, subsequent_indent="  ", break_long_words=False, break_on_hyphens=False
+        )
+
+    if body is None:
+        print(fill(head), file=sys.stderr)
+    elif len(f"{head} {body}") <= width:
+        print(f"{head} {body}", file=sys.stderr)
+    else:
+        print(fill(head), file=sys.stderr)
+        print(fill(body, "  "), file=sys.stderr)
+
+
+def run_export(args: argparse.Namespace) -> int:
+    if args.otlp_endpoint and args.format not in (None, "otlp"):
+        print(
+            f"mcp-blackbox export: --otlp-endpoint sends OTLP; it does not go with --format {args.format}",
+            file=sys.stderr,
+        )
+        return 2
+    if args.format == "otlp" or args.otlp_endpoint:
+        from mcp_blackbox.analyzer.outputs.otlp import OtlpMissing, require_otlp
+
+        try:
+            require_otlp()  # before reading the captures: say at once what to install
+        except OtlpMissing as e:
+            print(f"mcp-blackbox export: {e}", file=sys.stderr)
+            return 2
+    if args.format == "otlp" or args.otlp_endpoint or args.format == "har":
+        analysis = load_or_explain(args.captures)
+        return 2 if analysis is None else _export_other(args, analysis)
+    args.format = args.format or "json"
+    args.output = args.output or "-"
+    write = write_json if args.format == "json" else write_csv
+    if args.output == "-":
+        return _export_streaming(args, write, sys.stdout)
+    with open(args.output, "w", newline="" if args.format == "csv" else None, encoding="utf-8") as out:
+        return _export_streaming(args, write, out)
+
+
+def _export_streaming(args: argparse.Namespace, write: Any, out: IO[str]) -> int:
+    """JSON and CSV: each call written once final (analysis.CallStream), within ``--window`` seconds."""
+    return _streamed(args.captures, args.window, lambda stream: write(stream, out, redact=not args.no_redact))
+
+
+def _streamed(captures: list[str], window: float, consume: Any) -> int:
+    """``consume`` a CallStream of the captures, with a progress line; then say on stderr what was read.
+
+    A window reads one recording (a file, or a recorder's rotated files) in the order it was written;
+    several recordings are not in one time order, so they are read whole."""
+    report = LoadReport()
+    paths = expand_captures(captures)
+    one_recording = len({recording_of(path) for path in paths}) == 1
+    stream = CallStream(paths, window=(window or None) if one_recording else None, report=report)
+    size = progress.wanted(paths)
+    with contextlib.nullcontext() if size is None else progress.ProgressLine(report, size):
+        consume(stream)
+    tell_what_was_read(stream)
+    return 2 if stream.flows_read == 0 and stream.read_problems else 0
+
+
+def _export_other(args: argparse.Namespace, analysis: Analysis) -> int:
+    """OTLP (a file, a collector, or both) and HAR."""
+    redact = not args.no_redact
+    if args.format == "har":
+        from mcp_blackbox.analyzer.outputs.har_export import write_har
+
+        if args.output in (None, "-"):
+            write_har(analysis, sys.stdout, redact=redact)
+        else:
+            with open(args.output, "w", encoding="utf-8", errors="backslashreplace") as out:
+                write_har(analysis, out, redact=redact)
+        return 0
+    from mcp_blackbox.analyzer.outputs.otlp import send_otlp, traces_url, write_otlp_json
+
+    if args.format == "otlp" and (args.output is not None or not args.otlp_endpoint):
+        if args.output in (None, "-"):
+            write_otlp_json(analysis, sys.stdout, redact=redact)
+        else:
+            with open(args.output, "w", encoding="utf-8", errors="backslashreplace") as out:
+                write_otlp_json(analysis, out, redact=redact)
+    if args.otlp_endpoint:
+        try:
+            sent = send_otlp(analysis, args.otlp_endpoint, redact=redact)
+        except RuntimeError as e:
+            print(f"mcp-blackbox export: {e}", file=sys.stderr)
+            return 1
+        print(f"mcp-blackbox export: {sent} span(s) sent to {traces_url(args.otlp_endpoint)}", file=sys.stderr)
+    return 0
+
+
+def run_report(args: argparse.Namespace) -> int:
+    # Read problems are said once here; the report's own header says them again for its readers.
+    analysis = load_or_explain(args.captures)
+    if analysis is None:
+        return 2
+    from mcp_blackbox.analyzer.review.report import write_report  # jinja2 and the templates, only for this command
+
+    data = write_report(args.captures, args.output, redact=not args.no_redact, analysis=analysis)
+    meta = data["meta"]
+    print(
+        f"{args.output}: {meta['calls']} calls, {meta['retry_groups']} retry chains, "
+        f"{meta['unsafe_replays']} unsafe replays" + ("" if meta["redacted"] else "; secrets NOT redacted")
+    )
+    return 0
+
+
+def run_summary(args: argparse.Namespace) -> int:
+    def write(text: str) -> None:
+        if args.output == "-":
+            sys.stdout.write(text)
+        else:
+            Path(args.output).write_text(text, encoding="utf-8", errors="backslashreplace")
+
+    if args.format != "markdown":  # the terminal summary reads as export does: a window at a time
+        return _streamed(args.captures, DEFAULT_WINDOW, lambda stream: write(summary_text(stream) + "\n"))
+    analysis = load_or_explain(args.captures)
+    if analysis is None:
+        return 2
+    from mcp_blackbox.analyzer.review.summary_markdown import summary_markdown
+
+    write(summary_markdown(analysis, args.captures, redact=not args.no_redact))
+    return 0
+
+
+def run_check(args: argparse.Namespace) -> int:
+    from mcp_blackbox.analyzer.review.check import judge
+    from mcp_blackbox.analyzer.review.check_formats import render, step_summary, text
+
+    analysis = load_or_explain(args.captures)
+    if analysis is None:
+        # Nothing could be read (exit 2 whatever the options): read again, which costs nothing here, so that
+        # the report CI keeps (JUnit, JSON) says so instead of being missing.
+        analysis = analyze(args.captures)
+    gate = judge(
+        analysis,
+        args.captures,
+        args.fail_on or DEFAULT_FAIL_ON,
+        args.allow or (),
+        min_calls=args.min_calls,
+        allow_partial=args.allow_partial,
+        strict=args.strict,
+    )
+    output = render(gate, args.format)
+    if args.output in (None, "-"):
+        sys.stdout.write(output)
+    else:
+        # The file for CI to keep (a JUnit report, say); the plain text still goes to the log.
+        with open(args.output, "w", encoding="utf-8", errors="backslashreplace") as out:
+            out.write(output)
+        sys.stdout.write(text(gate))
+    if args.format == "github" and os.environ.get("GITHUB_STEP_SUMMARY"):
+        with open(os.environ["GITHUB_STEP_SUMMARY"], "a", encoding="utf-8", errors="backslashreplace") as out:
+            out.write(step_summary(gate))
+    return gate.exit_code
+
+
+def run_diff(args: argparse.Namespace) -> int:
+    from mcp_blackbox.analyzer.review.diff import Side, diff
+    from mcp_blackbox.analyzer.review.diff_format import diff_json, diff_markdown, diff_text
+
+    sides = []
+    for path in (args.before, args.after):
+        analysis = load_or_explain([path])
+        if analysis is None:
+            return 2
+        sides.append(Side.of(analysis, redact=not args.no_redact))
+    result = diff(*sides, latency_ratio=args.latency_ratio)
+    render = {"text": diff_text, "markdown": diff_markdown, "json": diff_json}[args.format]
+    sys.stdout.write(render(result, args.before, args.after))
+    return 1 if args.fail_on_regression and result["regressions"] else 0
+
+
+def run_redact(args: argparse.Namespace) -> int:
+    """A flow file to share: every HTTP flow of the captures with its secrets replaced by pseudonyms."""
+    import tempfile
+
+    from mcp_blackbox.analyzer.redaction.sanitize import redact_files
+
+    output = Path(args.output)
+    if any(Path(c).resolve() == output.resolve() for c in args.captures if Path(c).exists()):
+        print(f"mcp-blackbox redact: {args.output} is also an input: write to another file", file=sys.stderr)
+        return 2
+    from mcp_blackbox.analyzer.read.stdio_load import is_stdio_capture
+
+    if stdio := [str(c) for c in args.captures if is_stdio_capture(str(c))]:
+        # Its lines are no HTTP flows; the export and the report redact what they quote from it.
+        print(f"mcp-blackbox redact: {stdio[0]} is a stdio capture: redact rewrites flow files only", file=sys.stderr)
+        return 2
+    # Into a file beside the output, renamed when complete: an interrupted run leaves no half-written capture.
+    fd, tmp = tempfile.mkstemp(dir=output.parent if str(output.parent) else ".", prefix=f".{output.name}.")
+    try:
+        with os.fdopen(fd, "wb") as out:
+            result = redact_files(list(args.captures), out)
+        os.replace(tmp, output)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    for problem in result.problems:
+        explain("mcp-blackbox redact:", problem)
+    notes = [f"{result.flows_written} flow(s) written, secrets replaced by pseudonyms"]
+    if result.not_http:
+        notes.append(f"{result.not_http} flow(s) that are not HTTP left out")
+    if result.dropped_bodies:
+        notes.append(f"{result.dropped_bodies} body(ies) in an encoding that could not be decoded left out")
+    print(f"{args.output}: " + "; ".join(notes))
+    if result.problems:
+        return 2  # what could be read is in the output, redacted; the rest is not
+    return 0
+
+
+def fail_on_names(text: str) -> list[str]:
+    try:
+        return parse_fail_on(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def allowances(text: str) -> list[Allowance]:
+    try:
+        return parse_allow(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def at_least_zero(text: str) -> int:
+    try:
+        number = int(text)
+    except ValueError:
+        number = -1
+    if number < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a count (0 or more)")
+    return number
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="mcp-blackbox", description="Record and analyze MCP traffic (HTTP and SSE).")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {installed_version() or NOT_INSTALLED}")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    record = commands.add_parser(
+        "record",
+        help="run mitmdump with the recording addon as a reverse proxy in front of an MCP server, or "
+        "(--stdio) run a stdio server and record its stdin, stdout and stderr",
+        description="Run mitmdump with the mcp-blackbox addon in reverse mode. Point the MCP client at "
+        "http://HOST:PORT/ instead of the server; every exchange is written to FILE, also those the upstream "
+        "never answered (it connects upstream per request: connection_strategy=lazy). Stop with Ctrl-C. "
+        "With --stdio: record --stdio -w FILE -- COMMAND ARGS... goes where the server's command was in the "
+        "client's configuration; it runs COMMAND, passes its stdin, stdout and stderr through unchanged, "
+        "records every line with its time in FILE (a .stdio.jsonl capture; a directory: one file per run) "
+        "and exits with the server's status.",
+    )
+    record.add_argument("--upstream", metavar="URL", help="the MCP server, e.g. http://127.0.0.1:8000")
+    record.add_argument(
+        "--stdio",
+        action="store_true",
+        help="record a stdio server: run the COMMAND given after -- and stand between it and the client",
+    )
+    record.add_argument("-p", "--port", type=int, default=8080, help="port to listen on (0: any free port)")
+    record.add_argument("--listen-host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    record.add_argument(
+        "-w",
+        "--write",
+        required=True,
+        metavar="FILE",
+        help="flow file to write (created 0600; strftime fields start a new file when the name changes), or, "
+        "with --rotate-size or --keep, the directory of the rotated files, mcp-<UTC start>-<n>.flows; with "
+        "--stdio, the capture file (FILE.stdio.jsonl), or a directory for a new file per run",
+    )
+    record.add_argument(
+        "--rotate-size",
+        metavar="SIZE",
+        help="start a new file in the -w directory once the current one has passed SIZE (e.g. 64m)",
+    )
+    record.add_argument(
+        "--keep",
+        metavar="N|SIZE",
+        help="retention in the -w directory: the newest N files, or the newest that fit in SIZE (e.g. 1g); "
+        "the oldest are deleted first",
+    )
+    record.add_argument("--listen-file", metavar="PATH", help="write the listening address here (JSON)")
+    record.add_argument("--filter", metavar="EXPR", help="mitmproxy filter narrowing what is annotated")
+    record.add_argument(
+        "--redact",
+        action="store_true",
+        help="write secrets to the capture as consistent pseudonyms (mcp_redact); the traffic is unchanged",
+    )
+    record.add_argument("-q", "--quiet", action="store_true", help="no console output")
+    record.add_argument("--dry-run", action="store_true", help="print the mitmdump command instead of running it")
+    record.add_argument(
+        "mitmdump_args",
+        nargs=argparse.REMAINDER,
+        help="after --, more arguments passed to mitmdump as they are; with --stdio, the server's command",
+    )
+    record.set_defaults(run=run_record, record_parser=record)
+    run_command.add_parser(commands)
+
+    where = commands.add_parser(
+        "addon-path",
+        help="print the path of the recording addon, for mitmdump -s or mitmweb -s",
+        description='Print the installed addon\'s path: mitmweb -s "$(mcp-blackbox addon-path)" ...',
+    )
+    where.set_defaults(run=lambda args: print(addon_path()) or 0)
+
+    export = commands.add_parser(
+        "export",
+        help="one record per call, with its verdict and evidence, as JSON or CSV; OpenTelemetry spans; HAR",
+    )
+    export.add_argument("captures", nargs="+", metavar="CAPTURE", help="flow files (addon, plain mitmdump or HAR)")
+    export.add_argument(
+        "--format",
+        choices=["json", "csv", "otlp", "har"],
+        help="json (default), csv, otlp: OTLP/JSON, a span per call (needs the otlp extra: pip install "
+        "'mcp-blackbox[otlp]'), har: HAR 1.2 of the analyzed flows, each entry's verdicts in _mcp",
+    )
+    export.add_argument("-o", "--output", metavar="FILE", help="output file, - for stdout (default)")
+    export.add_argument(
+        "--otlp-endpoint",
+        metavar="URL",
+        help="send the spans as OTLP/HTTP protobuf to URL/v1/traces (an OpenTelemetry Collector, Jaeger, Tempo: "
+        "e.g. http://localhost:4318); headers from OTEL_EXPORTER_OTLP_HEADERS; with --format otlp -o FILE, "
+        "the file is written too",
+    )
+    export.add_argument(
+        "--window",
+        type=float,
+        default=DEFAULT_WINDOW,
+        metavar="SECONDS",
+        help=f"json and csv, one recording (a file or a recorder's rotated files): write each call once nothing "
+        f"later can change it, holding about four times this much capture time in memory (default "
+        f"{DEFAULT_WINDOW:g}; flows open longer are paired late); 0, or several recordings: read them whole first",
+    )
+    export.add_argument("--no-redact", action="store_true", help="keep secrets in evidence and messages")
+    export.set_defaults(run=run_export)
+
+    report = commands.add_parser(
+        "report", help="one self-contained HTML file: timeline, calls, details, retry chains (open it offline)"
+    )
+    report.add_argument("captures", nargs="+", metavar="CAPTURE")
+    report.add_argument("-o", "--output", default="report.html", metavar="FILE", help="default report.html")
+    report.add_argument(
+        "--no-redact", action="store_true", help="keep Authorization, cookies, tokens and keys (the report says so)"
+    )
+    report.set_defaults(run=run_report)
+
+    summary = commands.add_parser(
+        "summary",
+        help="counts by outcome, layer, method and tool, and the failing calls; or Markdown for an incident document",
+    )
+    summary.add_argument("captures", nargs="+", metavar="CAPTURE")
+    summary.add_argument(
+        "--format",
+        choices=["text", "markdown"],
+        default="text",
+        help="text (80 columns, default) or markdown: what was captured, what failed by layer, retries and who "
+        "made them, writes run twice, unsafe replays, top errors, calls without an answer, what the capture "
+        "could not show; calls named by their stable ids",
+    )
+    summary.add_argument("--no-redact", action="store_true", help="keep secrets in quoted errors (markdown)")
+    summary.add_argument("-o", "--output", default="-", metavar="FILE", help="output file, - for stdout (default)")
+    summary.set_defaults(run=run_summary)
+
+    compare = commands.add_parser(
+        "diff",
+        help="what changed between two captures (before and after a fix): verdicts, failures, retries, latency",
+        description="Match the calls of two captures by server (host and path), method, tool, arguments digest "
+        "and order, and report the verdicts that changed, new and fixed failures, retry chains, writes executed "
+        "more than once and unsafe replays that appeared or went away, and p50/p95 latency per tool.",
+    )
+    compare.add_argument("before", metavar="BEFORE", help="capture before the change")
+    compare.add_argument("after", metavar="AFTER", help="capture after the change")
+    compare.add_argument("--format", choices=["text", "markdown", "json"], default="text")
+    compare.add_argument(
+        "--fail-on-regression",
+        action="store_true",
+        help="exit 1 when something got worse: a new failure, retry chain, write run twice or unsafe replay, "
+        "or a tool slower than --latency-ratio",
+    )
+    compare.add_argument(
+        "--latency-ratio",
+        type=float,
+        default=2.0,
+        metavar="R",
+        help="a tool with 5 or more calls on each side whose p95 grew more than R times is worse (default 2; 0: "
+        "latency never counts)",
+    )
+    compare.add_argument("--no-redact", action="store_true", help="keep secrets in quoted errors")
+    compare.set_defaults(run=run_diff)
+
+    redact = commands.add_parser(
+        "redact",
+        help="a flow file to share: secrets replaced by consistent pseudonyms, the analysis unchanged",
+        description="Write the HTTP flows of the captures to OUT, a mitmproxy flow file (mitmweb and every "
+        "mcp-blackbox command read it), with every secret the report's rules find (Authorization, cookies, "
+        "API keys, tokens and passwords in headers, query strings, JSON bodies, event-stream data, the "
+        "recorder's metadata) and the session ids replaced by REDACTED-<8 hex digits>: the same secret, the "
+        "same pseudonym, in every place and file of this run, so the verdicts, retry chains and duplicate "
+        "executions are those of the original. A secret found by its name is also replaced wherever else it "
+        "appears. Exit 2 when a capture could not be read to its end (what was read is written).",
+    )
+    redact.add_argument("captures", nargs="+", metavar="CAPTURE", help="flow files (addon, plain mitmdump or HAR)")
+    redact.add_argument("-o", "--output", required=True, metavar="OUT", help="the sanitized flow file to write")
+    redact.set_defaults(run=run_redact)
+
+    *successes, last = sorted(NOT_FAILURES)
+    check = commands.add_parser(
+        "check",
+        help="CI gate: exit 1 and list the calls with the outcomes, flags or layers named",
+        description="Exit 1 and list the failing calls, one line each (call id, method, tool, JSON-RPC id, "
+        "outcome, flags, capture, then the reason: the last evidence line, redacted) when any call has a named "
+        "outcome or flag, or failed in a named layer, and no --allow excuses it; also exit 1 when fewer calls "
+        "than --min-calls were analyzed (no evidence is not success). Exit 2 on a usage error, or when a capture "
+        "could not be read completely (an empty or truncated file) unless --allow-partial. Exit 0 with one OK "
+        "line otherwise. A 401 that an auth-retry chain answered and that ended in success (the normal start "
+        "of MCP OAuth) is allowed by default and listed as answered by authorization. No color.",
+    )
+    check.add_argument("captures", nargs="+", metavar="CAPTURE", help="flow files (addon, plain mitmdump or HAR)")
+    check.add_argument(
+        "--fail-on",
+        type=fail_on_names,
+        action="extend",
+        metavar="NAME,...",
+        help="outcomes (HTTP_ERROR, JSONRPC_ERROR, ...), flags (UNSAFE_RETRY, HTTP_STATUS_MISMATCH, ...) or "
+        "layers (transport, protocol, interaction, application), comma separated, any case, and the option "
+        "may be repeated; a layer matches its calls that did not succeed. Default: UNSAFE_RETRY, "
+        f"DUPLICATE_EXECUTION and every outcome but {', '.join(successes)} and {last}",
+    )
+    check.add_argument(
+        "--allow",
+        type=allowances,
+        action="extend",
+        metavar="SPEC,...",
+        help="failures a test expects, listed as allowed and not counted: [SELECTOR[+SELECTOR...]:]NAME, where "
+        "SELECTOR is tool=NAME, method=METHOD, call=CALL_ID or capture=FILE and NAME one outcome, flag or "
+        "layer as in --fail-on (alone: on every call). E.g. tool=nope:TOOL_ERROR, "
+        "method=tools/call+capture=faults.flows:JSONRPC_ERROR. Comma separated; may be repeated",
+    )
+    check.add_argument(
+        "--min-calls",
+        type=at_least_zero,
+        default=1,
+        metavar="N",
+        help="fail (exit 1) when fewer than N calls were analyzed: a capture without MCP calls is no "
+        "evidence that they worked (default 1; 0 turns this off)",
+    )
+    check.add_argument(
+        "--allow-partial",
+        action="store_true",
+        help="judge what could be read of an empty, truncated or missing capture instead of exiting 2",
+    )
+    check.add_argument(
+        "--strict",
+        action="store_true",
+        help="count as failures what is how the protocol begins: a 401 that authorization answered (an auth-retry "
+        "chain that succeeded) and a refused probe the client negotiated past (a protocol-fallback chain)",
+    )
+    check.add_argument(
+        "--format",
+        choices=["text", "junit", "github", "json"],
+        default="text",
+        help="text (default): a line per listed call and a verdict line; junit: JUnit XML, a testsuite per "
+        "capture and a testcase per call (GitLab, Jenkins); github: ::error workflow commands per failing "
+        "call and a Markdown table appended to $GITHUB_STEP_SUMMARY; json: one object with the verdict",
+    )
+    check.add_argument(
+        "-o",
+        "--output",
+        metavar="FILE",
+        help="write the --format output to FILE (the plain text then goes to stdout); default: stdout",
+    )
+    check.set_defaults(run=run_check)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if isinstance(sys.stdout, io.TextIOWrapper):
+        # A captured name may hold a lone surrogate (a JSON "\\ud800"): printed as an escape, not a traceback.
+        sys.stdout.reconfigure(errors="backslashreplace")
+    if getattr(args, "mitmdump_args", None) and args.mitmdump_args[0] == "--":
+        args.mitmdump_args = args.mitmdump_args[1:]
+    if getattr(args, "captures", None):
+        # A directory (rotated files) or a quoted glob as the files it names, for every reader of the list.
+        args.captures = expand_captures(args.captures)
+    try:
+        return args.run(args)
+    except BrokenPipeError:  # `mcp-blackbox export ... | head` closed the pipe: not an error
+        sys.stderr.close()
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
