@@ -3,6 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+RUN_STAMP := $(VENV)/.installed-run
 TS_CLIENT := tests/clients/ts
 BROWSER_TESTS := tests/browser
 NODE_PEERS := tests/truth/peers/node
@@ -11,8 +12,9 @@ CHROMIUM ?= chromium
 
 .PHONY: report test lint chromium browser-deps nginx truth-deps bench-addon bench-analyzer bench-report bench-scale bench-stdio samples truth clean
 
-# The main job: the bundled sample captures rendered into one self-contained report.
-report: $(STAMP)
+# The main job: the bundled sample captures rendered into one self-contained report. It needs the package
+# alone (mitmproxy, pandas, jinja2, jsonschema), not the test extra.
+report: $(RUN_STAMP)
 	@mkdir -p out
 	$(BIN)/mcp-blackbox report sample_captures/*.flows sample_captures/*.stdio.jsonl -o out/report.html
 	@echo "open out/report.html in a browser (it works offline, from file://)"
@@ -21,9 +23,13 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 
+$(RUN_STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e .
+	touch $@
+
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/pip install --quiet -e '.[test]'
-	touch $@
+	touch $@ $(RUN_STAMP)
 
 $(TS_CLIENT)/node_modules/.package-lock.json: $(TS_CLIENT)/package-lock.json
 	cd $(TS_CLIENT) && npm ci --no-audit --no-fund --loglevel=error

@@ -37,11 +37,6 @@ def request_messages(flow: http.HTTPFlow) -> list[JsonObject]:
     return _jsonrpc_messages(flow.request)
 
 
-def response_json_messages(flow: http.HTTPFlow) -> list[JsonObject]:
-    """The JSON-RPC messages of a plain JSON response body."""
-    return _jsonrpc_messages(flow.response) if flow.response is not None else []
-
-
 def decoded_body(message: http.Message) -> bytes | None:
     """The body without its content-encoding; as on the wire when it cannot be decoded.
 

@@ -24,6 +24,7 @@ from mcp_blackbox.analyzer.version import NOT_INSTALLED, installed_version
 from mcp_blackbox.analyzer.wire.inputs import expand_captures, recording_of
 from mcp_blackbox.cli import run_command
 from mcp_blackbox.cli.environment import addon_path, mitmdump_executable
+from mcp_blackbox.cli.options import recording_options
 
 
 def record_command(args: argparse.Namespace) -> list[str]:
@@ -400,6 +401,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     record = commands.add_parser(
         "record",
+        parents=[recording_options()],
         help="run mitmdump with the recording addon as a reverse proxy in front of an MCP server, or "
         "(--stdio) run a stdio server and record its stdin, stdout and stderr",
         description="Run mitmdump with the mcp-blackbox addon in reverse mode. Point the MCP client at "
@@ -416,7 +418,6 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="record a stdio server: run the COMMAND given after -- and stand between it and the client",
     )
-    record.add_argument("-p", "--port", type=int, default=8080, help="port to listen on (0: any free port)")
     record.add_argument("--listen-host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     record.add_argument(
         "-w",
@@ -439,12 +440,6 @@ def build_parser() -> argparse.ArgumentParser:
         "the oldest are deleted first",
     )
     record.add_argument("--listen-file", metavar="PATH", help="write the listening address here (JSON)")
-    record.add_argument("--filter", metavar="EXPR", help="mitmproxy filter narrowing what is annotated")
-    record.add_argument(
-        "--redact",
-        action="store_true",
-        help="write secrets to the capture as consistent pseudonyms (mcp_redact); the traffic is unchanged",
-    )
     record.add_argument("-q", "--quiet", action="store_true", help="no console output")
     record.add_argument("--dry-run", action="store_true", help="print the mitmdump command instead of running it")
     record.add_argument(
@@ -452,7 +447,7 @@ def build_parser() -> argparse.ArgumentParser:
         nargs=argparse.REMAINDER,
         help="after --, more arguments passed to mitmdump as they are; with --stdio, the server's command",
     )
-    record.set_defaults(run=run_record, record_parser=record)
+    record.set_defaults(run=run_record, record_parser=record, port=8080)
     run_command.add_parser(commands)
 
     where = commands.add_parser(

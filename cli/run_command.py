@@ -27,6 +27,7 @@ from types import FrameType
 from typing import Any
 
 from mcp_blackbox.cli.environment import addon_path, mitmdump_executable
+from mcp_blackbox.cli.options import recording_options
 
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 SYSTEM_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")  # Debian, Ubuntu, Alpine, Arch (with ca-certificates)
@@ -395,6 +396,7 @@ def run(args: argparse.Namespace) -> int:
 def add_parser(commands: Any) -> None:
     parser = commands.add_parser(
         "run",
+        parents=[recording_options()],
         help="run a command (an agent, an MCP client) with every MCP exchange it makes recorded: its HTTP(S) "
         "traffic goes through the recorder as a proxy, with a CA made for the run",
         description="Start the recorder as an HTTP(S) proxy on a free 127.0.0.1 port with a CA made for this "
@@ -429,8 +431,5 @@ def add_parser(commands: Any) -> None:
         help="send the traffic on through this HTTP proxy (a corporate proxy; mitmproxy's upstream mode) "
         "instead of to the servers directly",
     )
-    parser.add_argument("--filter", metavar="EXPR", help="mitmproxy filter narrowing which MCP exchanges count")
-    parser.add_argument("--redact", action="store_true", help="write secrets as consistent pseudonyms (mcp_redact)")
-    parser.add_argument("-p", "--port", type=int, default=0, help="the recorder's port (default 0: any free port)")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="after --, the command and its arguments")
-    parser.set_defaults(run=run, run_parser=parser)
+    parser.set_defaults(run=run, run_parser=parser, port=0)

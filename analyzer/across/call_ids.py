@@ -9,21 +9,12 @@ second and later calls one flow carried (a batch, server requests on a stream).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from mcp_blackbox.analyzer.model.records import flow_key
 
 if TYPE_CHECKING:
     from mcp_blackbox.analyzer.model.records import Call
-
-
-def assign_call_ids(calls: Iterable[Call]) -> None:
-    """Give the second and later calls of a flow their suffix, in analysis order (a flow's calls
-    keep their order on the wire)."""
-    ids = CallIds()
-    for call in calls:
-        ids.assign(call)
 
 
 class CallIds:

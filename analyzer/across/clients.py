@@ -81,14 +81,6 @@ def unit_of(call: Call) -> str:
     return sys.intern(f"{CONNECTION_PREFIX}{call.exchange.client_conn or call.scope}")
 
 
-def identify_clients(calls: list[Call], versions: dict[str, str]) -> None:
-    """Set ``call.client`` on every call (``calls`` in the order they started)."""
-    clients = Clients(versions)
-    for call in calls:
-        clients.feed(call)
-    clients.link()
-
-
 class Clients:
     """Client identity worked out as calls come, in the order they started.
 

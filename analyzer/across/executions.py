@@ -71,19 +71,6 @@ class DuplicateExecution:
         }
 
 
-def find_duplicate_executions(
-    calls: list[Call], facts: CaptureFacts, services: Mapping[str, str] | None = None
-) -> list[DuplicateExecution]:
-    """Flag every repeated execution (``calls`` numbered, in the order they started, with clients).
-
-    ``services`` names the servers that a gateway treats as replicas of one service (retries.gateway_services):
-    a write run on one and again on another ran twice all the same."""
-    duplicates = Duplicates(facts)
-    for call in calls:
-        duplicates.check(call, services or {})
-    return duplicates.settle(float("inf"))
-
-
 class Duplicates:
     """Repeated executions found one call at a time, in the order they started.
 

@@ -9,7 +9,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mcp_blackbox.analyzer.across.call_stream import DEFAULT_WINDOW, CallStream, gather_facts_of
+from mcp_blackbox.analyzer.across.call_stream import DEFAULT_WINDOW, CallStream
 from mcp_blackbox.analyzer.across.executions import DuplicateExecution
 from mcp_blackbox.analyzer.across.retries import RetryGroup
 from mcp_blackbox.analyzer.calls.classify import CaptureFacts, protocol_version
@@ -86,14 +86,6 @@ def analyze(paths: Iterable[str | Path], *, keep_details: bool = False, report: 
         stream.stream_events,
         stream.auth_steps,
     )
-
-
-def gather_facts(calls: list[Call]) -> CaptureFacts:
-    """Tools (from tools/list) and negotiated versions (from initialize), for every call's verdict."""
-    facts = CaptureFacts()
-    for call in calls:
-        gather_facts_of(call, facts)
-    return facts
 
 
 __all__ = ["DEFAULT_WINDOW", "Analysis", "CallStream", "analyze", "protocol_version"]

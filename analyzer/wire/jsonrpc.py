@@ -43,10 +43,6 @@ def is_jsonrpc(message: JsonObject) -> bool:
     return message.get("jsonrpc") == "2.0"
 
 
-def is_request(message: JsonObject) -> bool:
-    return "method" in message and "id" in message
-
-
 def is_response(message: JsonObject) -> bool:
     return "method" not in message and ("result" in message or "error" in message)
 
