@@ -4,7 +4,8 @@ one client unit."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+
+from mcp_blackbox.analyzer.model.contract import ClientRecord
 
 CONNECTION_PREFIX = "connection:"  # a unit outside sessions: the client's TCP connection
 
@@ -30,7 +31,7 @@ class ClientIdentity:
     def unit_is_session(self) -> bool:
         return is_session_unit(self.unit)
 
-    def record(self) -> dict[str, Any]:
+    def record(self) -> ClientRecord:
         return {
             "lineage": self.lineage,
             "unit": self.unit,

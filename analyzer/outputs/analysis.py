@@ -13,6 +13,7 @@ from mcp_blackbox.analyzer.across.call_stream import DEFAULT_WINDOW, CallStream
 from mcp_blackbox.analyzer.across.executions import DuplicateExecution
 from mcp_blackbox.analyzer.across.retries import RetryGroup
 from mcp_blackbox.analyzer.calls.classify import CaptureFacts, protocol_version
+from mcp_blackbox.analyzer.model.contract import CallRecord
 from mcp_blackbox.analyzer.model.records import Call, Exchange
 from mcp_blackbox.analyzer.outputs.call_record import call_record
 from mcp_blackbox.analyzer.outputs.export import iter_records
@@ -36,7 +37,7 @@ class Analysis(ReadFigures):
     auth_steps: list[dict[str, Any]] = field(default_factory=list)  # the OAuth flow around the calls
 
     @cached_property
-    def calls(self) -> list[dict[str, Any]]:
+    def calls(self) -> list[CallRecord]:
         """The calls as the export contract has them, in the order they started."""
         return [call_record(c, protocol_version(c, self.facts)) for c in self.call_objects]
 

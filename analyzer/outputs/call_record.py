@@ -5,105 +5,69 @@ from __future__ import annotations
 from typing import Any
 
 from mcp_blackbox.analyzer.calls.anatomy import ending, ending_in_brief
+from mcp_blackbox.analyzer.model.contract import CALL_COLUMNS, CallRecord, StderrRecord
 from mcp_blackbox.analyzer.model.records import Call
 from mcp_blackbox.analyzer.model.vocabulary import Outcome
 from mcp_blackbox.analyzer.outputs.wallclock import iso_utc
 
-COLUMNS = [
-    "call_id",
-    "scope",
-    "direction",
-    "method",
-    "tool",
-    "prompt",
-    "resource_uri",
-    "jsonrpc_id",
-    "outcome",
-    "layer",
-    "http_status",
-    "error_code",
-    "error_message",
-    "reason",
-    "result_excerpt",
-    "flags",
-    "t_start",
-    "t_end",
-    "started_at",
-    "ended_at",
-    "duration_ms",
-    "ending",
-    "sse_events",
-    "exchanges",
-    "retry_group",
-    "attempt",
-    "retry_origin",
-    "retry_confidence",
-    "client",
-    "session_id",
-    "arguments_digest",
-    "protocol_version",
-    "evidence",
-    "source",
-    "carrier",
-    "endpoint",
-    "stderr",
-]
+COLUMNS = CALL_COLUMNS  # the CSV's and the frame's columns: CallRecord's keys, in order
 STDERR_LIMIT = 50  # stderr lines a call's record carries (the first ones: an exception's start is there)
 
 
-def call_record(call: Call, version: str | None) -> dict[str, Any]:
+def call_record(call: Call, version: str | None) -> CallRecord:
+    assert call.outcome is not None and call.layer is not None, "a call is judged before it is recorded"
     exchange = call.exchange
     anatomy = ending(call)
     t_end = call.t_end
     from_streams = [m for m in (*call.responses, *call.notifications) if m.exchange.is_event_stream]
-    return {
-        "call_id": call.call_id,
-        "scope": call.scope,
-        "direction": call.direction,
-        "method": call.method,
-        "tool": call.tool,
-        "prompt": _target(call, prompt=True),
-        "resource_uri": _target(call, prompt=False),
-        "jsonrpc_id": call.request.id,
-        "outcome": call.outcome,
-        "layer": call.layer,
-        "http_status": exchange.status,
-        "error_code": call.error_code,
-        "error_message": call.error_message,
-        "reason": reason(call, anatomy),
-        "result_excerpt": _result_excerpt(call),
-        "flags": list(call.flags),
-        "t_start": call.request.t,
-        "t_end": t_end,
-        "started_at": iso_utc(call.request.t),
-        "ended_at": iso_utc(t_end),
-        "duration_ms": round((t_end - call.request.t) * 1000, 3) if t_end is not None else None,
-        "ending": anatomy,
-        "sse_events": len(from_streams),
-        "exchanges": [e.flow_id for e in call.exchanges],
-        "retry_group": call.retry_group,
-        "attempt": call.attempt,
-        "retry_origin": call.retry_origin,
-        "retry_confidence": call.retry_confidence,
-        "client": call.client.record() if call.client is not None else None,
-        "session_id": exchange.session_id or exchange.legacy_session,
+    return CallRecord(
+        call_id=call.call_id,
+        scope=call.scope,
+        direction=call.direction,
+        method=call.method,
+        tool=call.tool,
+        prompt=_target(call, prompt=True),
+        resource_uri=_target(call, prompt=False),
+        jsonrpc_id=call.request.id,
+        outcome=call.outcome,
+        layer=call.layer,
+        http_status=exchange.status,
+        error_code=call.error_code,
+        error_message=call.error_message,
+        reason=reason(call, anatomy),
+        result_excerpt=_result_excerpt(call),
+        flags=list(call.flags),
+        t_start=call.request.t,
+        t_end=t_end,
+        started_at=iso_utc(call.request.t),
+        ended_at=iso_utc(t_end),
+        duration_ms=round((t_end - call.request.t) * 1000, 3) if t_end is not None else None,
+        ending=anatomy,
+        sse_events=len(from_streams),
+        exchanges=[e.flow_id for e in call.exchanges],
+        retry_group=call.retry_group,
+        attempt=call.attempt,
+        retry_origin=call.retry_origin,
+        retry_confidence=call.retry_confidence,
+        client=call.client.record() if call.client is not None else None,
+        session_id=exchange.session_id or exchange.legacy_session,
         # Of the params without _meta (for tools/call: the tool's name and arguments); equal digests, equal calls.
-        "arguments_digest": call.request.facts.digest if call.request.facts is not None else None,
-        "protocol_version": version,
-        "evidence": list(call.evidence),
-        "source": exchange.source,
-        "carrier": exchange.transport,  # http or stdio
-        "endpoint": exchange.endpoint,  # the URL without its query, or stdio://<the server's command>
-        "stderr": _stderr(call),
-    }
+        arguments_digest=call.request.facts.digest if call.request.facts is not None else None,
+        protocol_version=version,
+        evidence=list(call.evidence),
+        source=exchange.source,
+        carrier=exchange.transport,  # http or stdio
+        endpoint=exchange.endpoint,  # the URL without its query, or stdio://<the server's command>
+        stderr=_stderr(call),
+    )
 
 
-def _stderr(call: Call) -> list[dict[str, Any]] | None:
+def _stderr(call: Call) -> list[StderrRecord] | None:
     """A stdio call's stderr lines (analyzer/calls/stdio_calls.py): when each was read, and its text (the first
     500 characters); null for an HTTP call."""
     if call.exchange.stdio is None:
         return None
-    return [{"t": line.t, "text": line.text} for line in call.stderr[:STDERR_LIMIT]]
+    return [StderrRecord(t=line.t, text=line.text) for line in call.stderr[:STDERR_LIMIT]]
 
 
 def _result_excerpt(call: Call) -> str | None:

@@ -7,17 +7,17 @@ does not hold a second copy of it in memory.
 from __future__ import annotations
 
 import csv
-import functools
 import json
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import IO, Any, Protocol
 
 from mcp_blackbox.analyzer.calls.classify import CaptureFacts, protocol_version
+from mcp_blackbox.analyzer.model.contract import CallRecord
 from mcp_blackbox.analyzer.model.records import Call
-from mcp_blackbox.analyzer.model.vocabulary import Transport
 from mcp_blackbox.analyzer.outputs.call_record import COLUMNS, call_record
-from mcp_blackbox.analyzer.redaction.redact import redact_strings, redact_text, redact_url
+from mcp_blackbox.analyzer.redaction.records import redact_call_record
+from mcp_blackbox.analyzer.redaction.redact import redact_text
 
 
 class Analyzed(Protocol):
@@ -42,7 +42,13 @@ class Analyzed(Protocol):
     def final_calls(self) -> Iterable[Call]: ...
 
 
-COUNTED = {"by_outcome": "outcome", "by_layer": "layer", "by_method": "method", "by_tool": "tool"}
+# The summary's counts: its name -> the record's field it counts (a call without that field is not counted).
+COUNTED: dict[str, Callable[[CallRecord], str | None]] = {
+    "by_outcome": lambda record: record["outcome"],
+    "by_layer": lambda record: record["layer"],
+    "by_method": lambda record: record["method"],
+    "by_tool": lambda record: record["tool"],
+}
 
 
 class Tally:
@@ -53,11 +59,11 @@ class Tally:
         self.counts = {name: Counter[str]() for name in COUNTED}
         self.flags = Counter[str]()
 
-    def add(self, record: dict[str, Any]) -> dict[str, Any]:
+    def add(self, record: CallRecord) -> CallRecord:
         self.calls += 1
-        for name, key in COUNTED.items():
-            if record[key] is not None:
-                self.counts[name][str(record[key])] += 1
+        for name, field_of in COUNTED.items():
+            if (value := field_of(record)) is not None:
+                self.counts[name][str(value)] += 1
         self.flags.update(record["flags"])
         return record
 
@@ -79,14 +85,14 @@ class Tally:
         }
 
 
-def summarize(analysis: Analyzed, records: Iterable[dict[str, Any]]) -> dict[str, Any]:
+def summarize(analysis: Analyzed, records: Iterable[CallRecord]) -> dict[str, Any]:
     tally = Tally()
     for record in records:
         tally.add(record)
     return tally.summary(analysis)
 
 
-def iter_records(analysis: Analyzed, *, redact: bool = True) -> Iterator[dict[str, Any]]:
+def iter_records(analysis: Analyzed, *, redact: bool = True) -> Iterator[CallRecord]:
     """The calls' export records, built one at a time (``analysis.calls`` keeps them all); from a
     ``CallStream``, as its calls become final.
 
@@ -94,23 +100,7 @@ def iter_records(analysis: Analyzed, *, redact: bool = True) -> Iterator[dict[st
     """
     for call in analysis.final_calls():
         record = call_record(call, protocol_version(call, analysis.facts))
-        if redact:
-            record["evidence"] = [_redacted_line(line) for line in record["evidence"]]
-            for key in ("error_message", "reason", "result_excerpt"):
-                if record[key]:
-                    record[key] = redact_text(record[key])
-            if record["ending"] and record["ending"]["detail"]:
-                record["ending"]["detail"] = redact_text(record["ending"]["detail"])
-            if record["resource_uri"]:  # a URI's query may carry a key, as a request line's may
-                record["resource_uri"] = redact_url(record["resource_uri"])
-            if record["client"]:
-                record["client"] = redact_strings(record["client"])
-            # A stdio server's command line may carry a key (--api-key ...): redacted as text.
-            stdio = record["carrier"] == Transport.STDIO
-            record["endpoint"] = (redact_text if stdio else redact_url)(record["endpoint"])
-            if record["stderr"]:  # a server's log may print a token
-                record["stderr"] = [{**line, "text": redact_text(line["text"])} for line in record["stderr"]]
-        yield record
+        yield redact_call_record(record) if redact else record
 
 
 def write_json(analysis: Analyzed, out: IO[str], *, redact: bool = True) -> None:
@@ -137,10 +127,6 @@ def write_json(analysis: Analyzed, out: IO[str], *, redact: bool = True) -> None
     out.write("}\n")
 
 
-# Most evidence lines ("POST /mcp", "HTTP 200", a tool's usual error) recur across calls: each is redacted once.
-_redacted_line = functools.lru_cache(maxsize=1 << 16)(redact_text)
-
-
 def _redacted_event(event: dict[str, Any]) -> dict[str, Any]:
     return {**event, "what": redact_text(event["what"])}
 
@@ -149,9 +135,10 @@ def write_csv(analysis: Analyzed, out: IO[str], *, redact: bool = True) -> None:
     writer = csv.DictWriter(out, fieldnames=COLUMNS)
     writer.writeheader()
     for record in iter_records(analysis, redact=redact):
+        row: dict[str, Any] = dict(record)
         for key in ("flags", "exchanges", "evidence", "client", "ending", "stderr"):
-            record[key] = json.dumps(record[key])
-        writer.writerow({key: _encodable(value) for key, value in record.items()})
+            row[key] = json.dumps(row[key])
+        writer.writerow({key: _encodable(value) for key, value in row.items()})
 
 
 def _encodable(value: Any) -> Any:

@@ -39,7 +39,8 @@ def verdicts_by_flow(analysis: Analysis, *, redact: bool = True) -> dict[str, li
     """Flow id -> the calls it carried, each as ``_mcp`` has it."""
     carried: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for call, record in zip(analysis.call_objects, iter_records(analysis, redact=redact), strict=True):
-        verdict = {key: record[key] for key in VERDICT_KEYS}
+        fields: dict[str, Any] = dict(record)
+        verdict = {key: fields[key] for key in VERDICT_KEYS}
         verdict["flags"] = [str(flag) for flag in record["flags"]]
         for flow_id in record["exchanges"]:
             carried[flow_id].append({**verdict, "carried": "request" if flow_id == call.exchange.flow_id else "answer"})

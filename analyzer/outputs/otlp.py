@@ -22,6 +22,7 @@ from collections.abc import Iterator, Sequence
 from typing import IO, TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from mcp_blackbox.analyzer.model.contract import CallRecord
 from mcp_blackbox.analyzer.model.records import C2S, STDIO_SCHEME, Call
 from mcp_blackbox.analyzer.model.vocabulary import Outcome
 from mcp_blackbox.analyzer.outputs.analysis import Analysis
@@ -78,7 +79,7 @@ def trace_unit(call: Call) -> str:
     return call.client.unit if call.client is not None else call.scope
 
 
-def error_type(record: dict[str, Any]) -> str | None:
+def error_type(record: CallRecord) -> str | None:
     """``error.type`` of a failed call, None for one that did not fail (Outcome.is_failure decides).
 
     The conventions: the JSON-RPC error code as a string, ``tool_error`` for isError. Where they say nothing
@@ -97,7 +98,7 @@ def error_type(record: dict[str, Any]) -> str | None:
     return outcome.value
 
 
-def span_name(record: dict[str, Any]) -> str:
+def span_name(record: CallRecord) -> str:
     """``{mcp.method.name} {target}``: the tool for tools/call, the prompt for prompts/get; the method alone
     otherwise (a resource's URI is left out of the name, as the conventions advise for its cardinality: it is
     the ``mcp.resource.uri`` attribute). An answer to no request has no method: ``orphan response``."""
@@ -108,7 +109,7 @@ def span_name(record: dict[str, Any]) -> str:
     return f"{method} {target}" if target else method
 
 
-def span_attributes(call: Call, record: dict[str, Any]) -> dict[str, Any]:
+def span_attributes(call: Call, record: CallRecord) -> dict[str, Any]:
     """The MCP semantic conventions' attributes, then mcp.blackbox.* for the verdict and its context."""
     exchange = call.exchange
     address = urlsplit(exchange.endpoint)
@@ -116,7 +117,7 @@ def span_attributes(call: Call, record: dict[str, Any]) -> dict[str, Any]:
         port = address.port
     except ValueError:  # a captured host that urllib cannot read
         port = None
-    client = record["client"] or {}
+    client, anatomy = record["client"], record["ending"]
     failed = error_type(record)
     attributes: dict[str, Any] = {
         "mcp.method.name": record["method"],
@@ -136,7 +137,7 @@ def span_attributes(call: Call, record: dict[str, Any]) -> dict[str, Any]:
         "http.request.method": exchange.method,
         "http.response.status_code": record["http_status"],
         "url.full": redact_url(exchange.url),
-        "user_agent.original": client.get("user_agent"),
+        "user_agent.original": client["user_agent"] if client else None,
         "mcp.blackbox.call_id": record["call_id"],
         "mcp.blackbox.outcome": record["outcome"],
         "mcp.blackbox.layer": record["layer"],
@@ -154,11 +155,11 @@ def span_attributes(call: Call, record: dict[str, Any]) -> dict[str, Any]:
         "mcp.blackbox.retry.attempt": record["attempt"] if record["retry_group"] else None,
         "mcp.blackbox.retry.origin": record["retry_origin"],
         "mcp.blackbox.retry.confidence": record["retry_confidence"],
-        "mcp.blackbox.client.unit": client.get("unit"),
-        "mcp.blackbox.client.lineage": client.get("lineage"),
-        "mcp.blackbox.client.address": client.get("address"),
-        "mcp.blackbox.client.info": client.get("client_info"),
-        "mcp.blackbox.ending.ended_by": (record["ending"] or {}).get("ended_by"),
+        "mcp.blackbox.client.unit": client["unit"] if client else None,
+        "mcp.blackbox.client.lineage": client["lineage"] if client else None,
+        "mcp.blackbox.client.address": client["address"] if client else None,
+        "mcp.blackbox.client.info": client["client_info"] if client else None,
+        "mcp.blackbox.ending.ended_by": anatomy["ended_by"] if anatomy else None,
     }
     if exchange.stdio is not None:
         # A stdio server's pipes: the conventions' network.transport "pipe"; no HTTP, no address (ours: the
@@ -177,7 +178,7 @@ def span_attributes(call: Call, record: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def span_events(call: Call, record: dict[str, Any]) -> list[tuple[str, float, dict[str, Any]]]:
+def span_events(call: Call, record: CallRecord) -> list[tuple[str, float, dict[str, Any]]]:
     """What happened during the call, with its time: response headers, each notification (progress, log,
     the client's cancel), each answer (and whether it came on an event stream), and how a call without an
     answer ended (the timeout anatomy, analyzer/calls/anatomy.py)."""
@@ -236,7 +237,7 @@ def _ns(t: float) -> int:
     return round(t * 1e6) * 1000
 
 
-def _end(call: Call, record: dict[str, Any], events: list[tuple[str, float, dict[str, Any]]]) -> float:
+def _end(call: Call, record: CallRecord, events: list[tuple[str, float, dict[str, Any]]]) -> float:
     """The call's end (``t_end``); for one still open when the capture ended, the last thing seen of it."""
     if record["t_end"] is not None:
         return float(record["t_end"])

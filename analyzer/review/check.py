@@ -20,6 +20,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from mcp_blackbox.analyzer.model.contract import CallRecord
 from mcp_blackbox.analyzer.model.vocabulary import Flag, Layer, Outcome, RetryOrigin, is_failure
 from mcp_blackbox.analyzer.redaction.redact import redact_text
 
@@ -71,7 +72,7 @@ def failed_on(call: Mapping[str, Any], names: Iterable[str]) -> list[str]:
     return hits + [str(flag) for flag in call["flags"] if flag in wanted]
 
 
-def matching_calls(calls: Iterable[dict[str, Any]], fail_on: Iterable[str]) -> list[dict[str, Any]]:
+def matching_calls(calls: Iterable[CallRecord], fail_on: Iterable[str]) -> list[CallRecord]:
     """The calls (export records) that have a named outcome or flag, or failed in a named layer."""
     names = [canonical_name(name) for name in fail_on]
     return [call for call in calls if failed_on(call, names)]
@@ -218,7 +219,7 @@ def verdict_reason(call: Mapping[str, Any]) -> str:
 class Judged:
     """One call as the gate sees it."""
 
-    call: dict[str, Any]
+    call: CallRecord
     capture: str  # the capture's short name (short_sources)
     server: str  # host:port the call went to, "" when unknown
     reason: str  # verdict_reason, redacted

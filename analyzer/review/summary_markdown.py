@@ -22,6 +22,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from mcp_blackbox.analyzer.calls.anatomy import describe
+from mcp_blackbox.analyzer.model.contract import CallRecord
 from mcp_blackbox.analyzer.model.vocabulary import DOUBTED_SUCCESS, Layer, RetryOrigin, Safety, is_failure
 from mcp_blackbox.analyzer.outputs.analysis import Analysis
 from mcp_blackbox.analyzer.outputs.export import iter_records
@@ -68,7 +69,7 @@ def summary_markdown(analysis: Analysis, paths: list[str], *, redact: bool = Tru
     return "\n".join(line for section in sections for line in section).rstrip() + "\n"
 
 
-def _captured(analysis: Analysis, paths: list[str], records: list[dict[str, Any]]) -> list[str]:
+def _captured(analysis: Analysis, paths: list[str], records: list[CallRecord]) -> list[str]:
     facts = captured_facts(analysis, paths)
     names = short_sources(facts["captures"])
     lines = ["## What was captured", ""]
@@ -88,7 +89,7 @@ def _captured(analysis: Analysis, paths: list[str], records: list[dict[str, Any]
     return [*lines, ""]
 
 
-def _failed(records: list[dict[str, Any]]) -> list[str]:
+def _failed(records: list[CallRecord]) -> list[str]:
     failed = [r for r in records if is_failure(r["outcome"])]
     lines = ["## What failed", ""]
     if not failed:
@@ -111,7 +112,7 @@ def _failed(records: list[dict[str, Any]]) -> list[str]:
     return [*lines, ""]
 
 
-def _doubted(records: list[dict[str, Any]]) -> list[str]:
+def _doubted(records: list[CallRecord]) -> list[str]:
     lines = ["## Successes in doubt", ""]
     doubted = [r for r in records if not is_failure(r["outcome"]) and DOUBTED_SUCCESS.intersection(r["flags"])]
     if not doubted:
@@ -176,7 +177,7 @@ def _unsafe(groups: list[dict[str, Any]]) -> list[str]:
     return lines + _more(len(unsafe)) + [""]
 
 
-def _top_errors(records: list[dict[str, Any]]) -> list[str]:
+def _top_errors(records: list[CallRecord]) -> list[str]:
     lines = ["## Top errors", ""]
     counted: Counter[tuple[str, str]] = Counter()
     example: dict[tuple[str, str], str] = {}
@@ -194,7 +195,7 @@ def _top_errors(records: list[dict[str, Any]]) -> list[str]:
     return lines + _more(len(counted)) + [""]
 
 
-def _unanswered(records: list[dict[str, Any]]) -> list[str]:
+def _unanswered(records: list[CallRecord]) -> list[str]:
     lines = ["## Calls that got no answer", ""]
     unanswered = [r for r in records if r["ending"] is not None]
     if not unanswered:
@@ -218,7 +219,7 @@ def _not_shown(analysis: Analysis, redact: bool) -> list[str]:
     return lines + [f"- {item}" for item in items] + [""]
 
 
-def _what(record: dict[str, Any]) -> str:
+def _what(record: CallRecord) -> str:
     method = text(record["method"] or "(response)")
     return f"{method} {text(record['tool'])}" if record["tool"] else method
 

@@ -1,0 +1,122 @@
+"""The export contract's records, each defined once (docs/ARCHITECTURE.md, "Export contract").
+
+``CallRecord`` is one call as ``export`` writes it; the CSV's columns and the pandas frame's columns are
+its keys, in this order (``CALL_COLUMNS``). ``RetryGroupRecord`` is one retry group, ``DuplicateRecord``
+one write the same client ran again. tests/unit/test_contract.py holds the builders, the frames and
+ARCHITECTURE to these definitions.
+
+Values are what JSON carries: a vocabulary member is its string (a ``StrEnum``), times are epoch
+seconds and ISO-8601 text, and collections are lists: a record reads back from the JSON export as it was
+built (``Analysis.calls`` and ``json.load`` of the export give equal records).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, TypedDict
+
+from mcp_blackbox.analyzer.model.vocabulary import Confidence, Ending, Flag, Layer, Outcome, RetryOrigin, Safety
+
+
+class EpochSeconds:
+    """Marks a float field as a time, in seconds since the epoch (a frame makes it a UTC datetime)."""
+
+
+class ClientRecord(TypedDict):
+    """Who sent a call (analyzer/model/identity.py)."""
+
+    lineage: str
+    unit: str
+    address: str | None
+    session: str | None
+    user_agent: str | None
+    client_info: str | None
+    protocol_version: str | None
+    joined: str
+
+
+class ServerSent(TypedDict):
+    progress: int
+    other_notifications: int
+    last_ms: float | None
+
+
+class EndingRecord(TypedDict):
+    """The timeout anatomy of a request that got no answer (analyzer/calls/anatomy.py); milliseconds after
+    the request."""
+
+    reached_server_ms: float | None
+    server_sent: ServerSent
+    ended_by: Ending
+    waited_ms: float | None
+    detail: str | None
+
+
+class StderrRecord(TypedDict):
+    t: float
+    text: str
+
+
+class CallRecord(TypedDict):
+    call_id: str
+    scope: str
+    direction: str
+    method: str | None
+    tool: str | None
+    prompt: str | None
+    resource_uri: str | None
+    jsonrpc_id: Any  # as sent: a number, a string or null (1 and "1" are different ids)
+    outcome: Outcome  # every call recorded has been judged
+    layer: Layer
+    http_status: int | None
+    error_code: int | None
+    error_message: str | None
+    reason: str
+    result_excerpt: str | None
+    flags: list[Flag]
+    t_start: Annotated[float, EpochSeconds]
+    t_end: Annotated[float, EpochSeconds] | None
+    started_at: str | None  # None for a time ISO-8601 cannot write (years outside 1 to 9999)
+    ended_at: str | None
+    duration_ms: float | None
+    ending: EndingRecord | None
+    sse_events: int
+    exchanges: list[str]
+    retry_group: str | None
+    attempt: int
+    retry_origin: RetryOrigin | None
+    retry_confidence: Confidence | None
+    client: ClientRecord | None
+    session_id: str | None
+    arguments_digest: str | None
+    protocol_version: str | None
+    evidence: list[str]
+    source: str
+    carrier: str  # vocabulary.Transport: http or stdio (a plain column in a frame)
+    endpoint: str
+    stderr: list[StderrRecord] | None
+
+
+class RetryGroupRecord(TypedDict):
+    retry_group: str
+    origin: RetryOrigin
+    confidence: Confidence
+    members: list[str]
+    attempts: int
+    failure_retry: bool
+    total_ms: float
+    final_outcome: Outcome | None
+    safety: Safety
+    may_have_run_twice: bool
+    evidence: list[str]
+
+
+class DuplicateRecord(TypedDict):
+    tool: str | None
+    arguments_digest: str | None
+    lineage: str
+    calls: list[str]
+    executions: list[str]
+
+
+CALL_COLUMNS: tuple[str, ...] = tuple(CallRecord.__annotations__)
+RETRY_GROUP_COLUMNS: tuple[str, ...] = tuple(RetryGroupRecord.__annotations__)
