@@ -9,9 +9,12 @@ Times are milliseconds after the request.
 from __future__ import annotations
 
 import re
-from typing import Any
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 from mcp_blackbox.analyzer.model.records import C2S, Call, Exchange
+from mcp_blackbox.analyzer.model.stdio_session import StdioSession
 from mcp_blackbox.analyzer.model.vocabulary import Ending, Transport
 
 PROGRESS = "notifications/progress"
@@ -48,43 +51,129 @@ def ending(call: Call) -> dict[str, Any] | None:
 
 
 def _how_it_ended(call: Call, exchange: Exchange) -> tuple[Ending, float | None, str | None]:
+    """Who or what ended a call that got no answer, when, and in whose words: the client's cancel first (it
+    ends the call whatever the connection did next), then the stdio session's end or the HTTP exchange's."""
     if call.cancelled_at is not None:
         return Ending.CLIENT_CANCEL, call.cancelled_at, "notifications/cancelled"
     session = getattr(exchange, "stdio", None)  # (tests hand in look-alikes of an Exchange)
-    if session is not None:  # a stdio server's run: its exit, its stdout closing, the client closing stdin
-        ended = session.end_after(call.request.t)
-        if ended is not None:
-            return ended
-        return (
-            Ending.CAPTURE_END,
-            max((m.t for m in call.notifications), default=call.request.t),
-            ("still open when the capture ended"),
-        )
-    stream = exchange.stream or {}
-    ended, error = stream.get("ended"), exchange.error or stream.get("error")
-    at = exchange.t_end or exchange.t_error
-    said = " ".join(str(part) for part in (ended, error) if part) or None
-    text = said.lower() if said else ""
-    if ended == "server-reset":  # the recorder saw the reset come from the server (addon/error_side.py)
-        return Ending.SERVER_CUT, at, f"the server reset the HTTP/2 stream{_reset_code(text)}"
-    if ended == "stream-reset" or (ended is None and H2_RESET in text):
-        # An HTTP/2 reset whose side is not known: mitmproxy words one from either peer "by client".
-        return Ending.RESET, at, f"HTTP/2 stream reset{_reset_code(text)}, by a side the capture does not know"
-    if ended == "client-abort" and H2_RESET in text:
-        return Ending.CLIENT_CLOSE, at, f"the client reset the HTTP/2 stream{_reset_code(text)}"
-    if ended == "client-abort" or "client" in text:
-        return Ending.CLIENT_CLOSE, at, said
-    if any(word in text for word in PROXY_WORDS) or ended in ("killed", "proxy-shutdown"):
-        return Ending.PROXY, at, said
-    if exchange.status is not None and exchange.status >= 400:
-        return Ending.HTTP_STATUS, exchange.t_response or at, f"HTTP {exchange.status}"
-    if ended is not None or error:
-        # The stream or connection closed from the server's side: cleanly ("complete") or not.
-        return Ending.SERVER_CUT, at, said
-    if exchange.status is not None and exchange.t_end is not None:
-        if exchange.is_event_stream:
-            return Ending.SERVER_CUT, at, "the stream closed without the answer"
-        return Ending.NEVER_ANSWERED, at, f"HTTP {exchange.status} without the answer"
+    if session is not None:
+        return _how_stdio_ended(call, session)
+    return _how_http_ended(call, exchange)
+
+
+def _how_stdio_ended(call: Call, session: StdioSession) -> tuple[Ending, float | None, str | None]:
+    """A stdio server's run: its exit, its stdout closing, the client closing stdin; else the capture's end."""
+    ended = session.end_after(call.request.t)
+    if ended is not None:
+        return ended
+    return (
+        Ending.CAPTURE_END,
+        max((m.t for m in call.notifications), default=call.request.t),
+        "still open when the capture ended",
+    )
+
+
+@dataclass(frozen=True)
+class _HttpEnd:
+    """What an HTTP exchange's record says about its end, read once for the rules of ``_HTTP_ENDINGS``. The
+    properties read the exchange only when a rule asks (tests hand in look-alikes with only some attributes)."""
+
+    exchange: Exchange
+    ended: Any  # the recorder's word for the end ("server-reset", "client-abort", "complete", ...), if any
+    error: Any  # the connection's or the stream's error, if any
+    at: float | None  # when the exchange ended or failed
+    said: str | None  # the recorder's and mitmproxy's words, as the detail
+    text: str  # the same, lowercased, to search
+
+    @classmethod
+    def of(cls, exchange: Exchange) -> _HttpEnd:
+        stream = exchange.stream or {}
+        ended, error = stream.get("ended"), exchange.error or stream.get("error")
+        said = " ".join(str(part) for part in (ended, error) if part) or None
+        text = said.lower() if said else ""
+        return cls(exchange, ended, error, exchange.t_end or exchange.t_error, said, text)
+
+    @property
+    def h2_reset(self) -> bool:
+        return H2_RESET in self.text
+
+    @property
+    def reset_code(self) -> str:
+        return _reset_code(self.text)
+
+    @property
+    def proxy_said_so(self) -> bool:
+        return any(word in self.text for word in PROXY_WORDS) or self.ended in ("killed", "proxy-shutdown")
+
+    @property
+    def error_status(self) -> bool:
+        return self.exchange.status is not None and self.exchange.status >= 400
+
+    @property
+    def closed_with_status(self) -> bool:
+        """Headers came, then the exchange ended."""
+        return self.exchange.status is not None and self.exchange.t_end is not None
+
+
+class _Rule(NamedTuple):
+    """A condition on how an exchange ended, and the ending, detail and time it gives."""
+
+    when: Callable[[_HttpEnd], bool]
+    ending: Ending
+    detail: Callable[[_HttpEnd], str | None]
+    at: Callable[[_HttpEnd], float | None] = lambda end: end.at
+
+
+# How an unanswered HTTP exchange ended: the first rule whose condition holds wins. A side the recorder read
+# (addon/error_side.py) beats mitmproxy's words; the client's words beat the proxy's; an HTTP error status
+# beats the close that followed it; a close with no words is the server's.
+_HTTP_ENDINGS: tuple[_Rule, ...] = (
+    # The recorder saw the reset come from the server (addon/error_side.py).
+    _Rule(
+        lambda end: end.ended == "server-reset",
+        Ending.SERVER_CUT,
+        lambda end: f"the server reset the HTTP/2 stream{end.reset_code}",
+    ),
+    # An HTTP/2 reset whose side is not known: mitmproxy words one from either peer "by client".
+    _Rule(
+        lambda end: end.ended == "stream-reset" or (end.ended is None and end.h2_reset),
+        Ending.RESET,
+        lambda end: f"HTTP/2 stream reset{end.reset_code}, by a side the capture does not know",
+    ),
+    _Rule(
+        lambda end: end.ended == "client-abort" and end.h2_reset,
+        Ending.CLIENT_CLOSE,
+        lambda end: f"the client reset the HTTP/2 stream{end.reset_code}",
+    ),
+    _Rule(lambda end: end.ended == "client-abort" or "client" in end.text, Ending.CLIENT_CLOSE, lambda end: end.said),
+    _Rule(lambda end: end.proxy_said_so, Ending.PROXY, lambda end: end.said),
+    _Rule(
+        lambda end: end.error_status,
+        Ending.HTTP_STATUS,
+        lambda end: f"HTTP {end.exchange.status}",
+        at=lambda end: end.exchange.t_response or end.at,
+    ),
+    # The stream or connection closed from the server's side: cleanly ("complete") or not.
+    _Rule(lambda end: end.ended is not None or bool(end.error), Ending.SERVER_CUT, lambda end: end.said),
+    _Rule(
+        lambda end: end.closed_with_status and end.exchange.is_event_stream,
+        Ending.SERVER_CUT,
+        lambda end: "the stream closed without the answer",
+    ),
+    _Rule(
+        lambda end: end.closed_with_status,
+        Ending.NEVER_ANSWERED,
+        lambda end: f"HTTP {end.exchange.status} without the answer",
+    ),
+)
+
+
+def _how_http_ended(call: Call, exchange: Exchange) -> tuple[Ending, float | None, str | None]:
+    """The first of ``_HTTP_ENDINGS`` that holds; else the exchange was still open when the capture ended."""
+    end = _HttpEnd.of(exchange)
+    for rule in _HTTP_ENDINGS:
+        if rule.when(end):
+            return rule.ending, rule.at(end), rule.detail(end)
     last = max((m.t for m in call.notifications), default=exchange.t_response)
     return Ending.CAPTURE_END, last, "still open when the capture ended"
 

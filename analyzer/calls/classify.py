@@ -351,8 +351,7 @@ def _classify_stdio(call: Call, facts: CaptureFacts) -> Verdict:
     that was waiting (the loader puts it on that call's stdin exchange)."""
     exchange, session = call.exchange, call.exchange.stdio
     assert session is not None
-    client = call.direction == C2S
-    where = "the server's stdin" if client else "the server's stdout"
+    where = "the server's stdin" if call.direction == C2S else "the server's stdout"
     evidence = [f"stdio: {call.request.kind} on {where} ({short_command(session.command_text)})"]
     if call.request.kind == "notification":
         evidence.append("notification written to the server")
@@ -362,33 +361,49 @@ def _classify_stdio(call: Call, facts: CaptureFacts) -> Verdict:
     answers = [m for m in call.responses if m not in broken]
     answer = _final_answer_of(call, answers, evidence)
     if broken:
-        # A line that is not JSON, or JSON that is no JSON-RPC message (no id to pair it by). The cause last: it
-        # is the line a gate or a table shows (call_record.reason).
-        not_json = (broken[0].problem or "").startswith("not JSON")
-        what = "a line that is not JSON" if not_json else "a line that is not JSON-RPC"
-        if answer is not None:
-            late = (answer.t - broken[0].t) * 1000
-            evidence.append(
-                f"the answer ({answer.kind}) came {late:.0f} ms after {what}: a client that skips a bad line got "
-                "it, one that stops at it did not"
-            )
-        else:
-            evidence.append(_stdio_end(call, f"no answer after {what}"))
-        if len(broken) > 1:
-            evidence.append(f"{len(broken)} such lines during the call; the first:")
-        said = broken[0].problem if not_json else f"not JSON-RPC: {broken[0].problem}"
-        evidence.append(f"a line on stdout while the call waited is {said}")
-        outcome = Outcome.MALFORMED_JSON if not_json else Outcome.INVALID_ENVELOPE
-        return _after_cancel(call, Verdict(outcome, evidence))
+        return _after_cancel(call, _stdio_broken_line(call, broken, answer, evidence))
     if answer is None:
-        if call.stray:
-            stray = call.stray[0]
-            evidence.append(f"response id {stray.id!r} does not match request id {call.request.id!r}")
-            return Verdict(Outcome.INVALID_ENVELOPE, evidence)
-        answered_on = "stdout" if client else "stdin"
-        return _after_cancel(
-            call, Verdict(Outcome.NO_RESPONSE, [*evidence, _stdio_end(call, f"no answer on {answered_on}")])
+        return _stdio_unanswered(call, evidence)
+    return _stdio_answered(call, answer, facts, evidence)
+
+
+def _stdio_broken_line(call: Call, broken: list[Message], answer: Message | None, evidence: list[str]) -> Verdict:
+    """A line that is not JSON, or JSON that is no JSON-RPC message (no id to pair it by), came while the call
+    waited: the call is broken whether or not an answer came after it."""
+    first = broken[0]
+    not_json = (first.problem or "").startswith("not JSON")
+    what = "a line that is not JSON" if not_json else "a line that is not JSON-RPC"
+    if answer is not None:
+        late = (answer.t - first.t) * 1000
+        evidence.append(
+            f"the answer ({answer.kind}) came {late:.0f} ms after {what}: a client that skips a bad line got "
+            "it, one that stops at it did not"
         )
+    else:
+        evidence.append(_stdio_end(call, f"no answer after {what}"))
+    if len(broken) > 1:
+        evidence.append(f"{len(broken)} such lines during the call; the first:")
+    # The cause last: it is the line a gate or a table shows (call_record.reason).
+    said = first.problem if not_json else f"not JSON-RPC: {first.problem}"
+    evidence.append(f"a line on stdout while the call waited is {said}")
+    return Verdict(Outcome.MALFORMED_JSON if not_json else Outcome.INVALID_ENVELOPE, evidence)
+
+
+def _stdio_unanswered(call: Call, evidence: list[str]) -> Verdict:
+    """No answer: a response with another id, or none before the session or the capture ended."""
+    if call.stray:
+        stray = call.stray[0]
+        evidence.append(f"response id {stray.id!r} does not match request id {call.request.id!r}")
+        return Verdict(Outcome.INVALID_ENVELOPE, evidence)
+    answered_on = "stdout" if call.direction == C2S else "stdin"
+    return _after_cancel(
+        call, Verdict(Outcome.NO_RESPONSE, [*evidence, _stdio_end(call, f"no answer on {answered_on}")])
+    )
+
+
+def _stdio_answered(call: Call, answer: Message, facts: CaptureFacts, evidence: list[str]) -> Verdict:
+    """An answer, through the protocol and tool checks an HTTP one goes through (a line cut in the capture is
+    judged on its head); a success whose call printed an exception on stderr is flagged."""
     flags: list[Flag] = []
     if answer.problem and answer.problem.startswith("cut in the capture"):
         evidence.append(f"the answer's line was {answer.problem}: the client got it whole; judged on its head")

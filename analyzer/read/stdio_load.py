@@ -139,41 +139,42 @@ class _Reader:
         return session
 
     def take(self, record: dict[str, Any], order: int) -> None:
-        kind, t = record.get("type"), record.get("t")
-        session = self.session
+        """One record as it is read: a line on stdin or stdout, a stderr line, or a pipe's end or the exit."""
+        session = self.session if self.session is not None else self._begin(record, order)
         if session is None:
-            if kind == fmt.SPAWN:
-                self._start(record)
-                return
-            if kind != fmt.LINE:
-                self.early.append((record, order))
-                return
-            session = self._start(None)
+            return
+        t = record.get("t")
         if not isinstance(t, int | float):
             return
-        stream = record.get("stream")
+        kind, stream = record.get("type"), record.get("stream")
         if kind == fmt.LINE and stream in (fmt.STDIN, fmt.STDOUT):
-            # A pipe's lines keep the file's order; lines that came in one read share its time: they are
-            # spaced a microsecond apart, so that the analysis keeps their order.
-            at = float(t)
-            if stream in self.last and at <= self.last[stream]:
-                at = self.last[stream] + TIE_STEP
-            self.last[stream] = at
-            self.lines.append((at, order, self._line(_Line(record, order, at))))
+            self._take_protocol_line(record, order, stream, t)
         elif kind == fmt.LINE and stream == fmt.STDERR:
-            text = fmt.line_payload(record).decode("utf-8", "replace")
-            t_first = record.get("t_first")
-            first = t_first if isinstance(t_first, int | float) else t
-            cut = len(text) > KEPT_CHARS or bool(record.get("truncated"))
-            session.add_stderr(StderrLine(t, first, text[:KEPT_CHARS], cut))
-        elif kind == fmt.EOF and stream == fmt.STDIN and session.stdin_eof is None:
-            session.stdin_eof = t
-        elif kind == fmt.EOF and stream == fmt.STDOUT and session.stdout_eof is None:
-            session.stdout_eof = t
-        elif kind == fmt.EXIT and session.exit_t is None:
-            session.exit_t = t
-            session.exit_code = record.get("code")
-            session.exit_signal = record.get("signal")
+            session.add_stderr(_stderr_line(record, t))
+        else:
+            _note_run_end(session, record, t)
+
+    def _begin(self, record: dict[str, Any], order: int) -> StdioSession | None:
+        """The session for a record read before there was one, or None when nothing more is to be taken from the
+        record: the spawn record makes the session; a record other than a line (a signal) waits in ``early``
+        until it is made; a line makes it without the spawn record's facts (a capture that has none)."""
+        kind = record.get("type")
+        if kind == fmt.SPAWN:
+            self._start(record)
+            return None
+        if kind != fmt.LINE:
+            self.early.append((record, order))
+            return None
+        return self._start(None)
+
+    def _take_protocol_line(self, record: dict[str, Any], order: int, stream: str, t: float) -> None:
+        # A pipe's lines keep the file's order; lines that came in one read share its time: they are
+        # spaced a microsecond apart, so that the analysis keeps their order.
+        at = float(t)
+        if stream in self.last and at <= self.last[stream]:
+            at = self.last[stream] + TIE_STEP
+        self.last[stream] = at
+        self.lines.append((at, order, self._line(_Line(record, order, at))))
 
     def finish(self) -> list[Decoded]:
         """The exchanges in the order they ended, once every record is in."""
@@ -281,34 +282,44 @@ class _Reader:
     def _track(self, message: Message, exchange: Exchange) -> None:
         """Which requests wait for an answer; an answer ends its request's exchange; a line that answers
         nothing readable goes to the oldest waiting call."""
-        waiting = self.waiting
         if message.kind == "request":
-            waiting[(message.direction, message.key_id)] = exchange
-            if message.direction == C2S:
-                assert self.session is not None
-                self.session.request_times.append(message.t)
-            return
-        if message.kind == "notification":
-            # A server's log or other notification (progress goes by its token) belongs to the request it was
-            # sent during, when only one waited: on HTTP, to the request whose stream carried it.
-            requests = [e for key, e in waiting.items() if key[0] == C2S]
-            if message.direction == S2C and len(requests) == 1 and message.method != PROGRESS:
-                message.exchange = requests[0]
-            return
-        opposite = S2C if message.direction == C2S else C2S
-        if message.id is not None:
-            request = waiting.pop((opposite, message.key_id), None)
-            if request is not None and request is not exchange:
-                request.t_end = message.t
-            return
-        if message.direction != S2C:
-            return
-        pending = [(key, e) for key, e in waiting.items() if key[0] == C2S]
+            self._wait_for_answer(message, exchange)
+        elif message.kind == "notification":
+            self._place_notification(message)
+        elif message.id is not None:
+            self._answer(message, exchange)
+        elif message.direction == S2C:
+            self._give_to_oldest_waiting(message)
+
+    def _wait_for_answer(self, request: Message, exchange: Exchange) -> None:
+        self.waiting[(request.direction, request.key_id)] = exchange
+        if request.direction == C2S:
+            assert self.session is not None
+            self.session.request_times.append(request.t)
+
+    def _place_notification(self, message: Message) -> None:
+        # A server's log or other notification (progress goes by its token) belongs to the request it was
+        # sent during, when only one waited: on HTTP, to the request whose stream carried it.
+        requests = [e for key, e in self.waiting.items() if key[0] == C2S]
+        if message.direction == S2C and len(requests) == 1 and message.method != PROGRESS:
+            message.exchange = requests[0]
+
+    def _answer(self, answer: Message, exchange: Exchange) -> None:
+        """An answer with an id ends the exchange of the request it answers (the opposite way's)."""
+        opposite = S2C if answer.direction == C2S else C2S
+        request = self.waiting.pop((opposite, answer.key_id), None)
+        if request is not None and request is not exchange:
+            request.t_end = answer.t
+
+    def _give_to_oldest_waiting(self, message: Message) -> None:
+        """A server's message with no id to pair it by (a line that is not JSON, a cut answer whose head lacks
+        the id): the oldest waiting client request's; with none waiting it breaks no call."""
+        pending = [(key, e) for key, e in self.waiting.items() if key[0] == C2S]
         if not pending:
             return  # breaks no call: a stream event of the session (analyzer/across/call_stream.py)
         (key, oldest), others = pending[0], pending[1:]
         if message.kind == "result":  # a cut answer without its id: the oldest waiting call's
-            del waiting[key]
+            del self.waiting[key]
             oldest.t_end = message.t
             message.problem = f"{message.problem}; its id is not in the head: taken for the oldest waiting request's"
         elif others:
@@ -317,6 +328,28 @@ class _Reader:
                 f"{message.problem}; {len(pending)} requests were waiting: the oldest is taken (the others: {ids})"
             )
         message.exchange = oldest
+
+
+def _stderr_line(record: dict[str, Any], t: float) -> StderrLine:
+    """What is kept of a stderr line: its head, and whether it was longer (or the capture cut it)."""
+    text = fmt.line_payload(record).decode("utf-8", "replace")
+    t_first = record.get("t_first")
+    first = t_first if isinstance(t_first, int | float) else t
+    cut = len(text) > KEPT_CHARS or bool(record.get("truncated"))
+    return StderrLine(t, first, text[:KEPT_CHARS], cut)
+
+
+def _note_run_end(session: StdioSession, record: dict[str, Any], t: float) -> None:
+    """A pipe's end or the server's exit (the first of each counts); any other record is not kept."""
+    kind, stream = record.get("type"), record.get("stream")
+    if kind == fmt.EOF and stream == fmt.STDIN and session.stdin_eof is None:
+        session.stdin_eof = t
+    elif kind == fmt.EOF and stream == fmt.STDOUT and session.stdout_eof is None:
+        session.stdout_eof = t
+    elif kind == fmt.EXIT and session.exit_t is None:
+        session.exit_t = t
+        session.exit_code = record.get("code")
+        session.exit_signal = record.get("signal")
 
 
 def _shown_id(key: tuple[str, str]) -> str:
