@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from mcp_blackbox.analyzer.model.contract import EndingRecord, ServerSent
 from mcp_blackbox.analyzer.model.records import C2S, Call, Exchange
 from mcp_blackbox.analyzer.model.stdio_session import StdioSession
 from mcp_blackbox.analyzer.model.vocabulary import Ending, Transport
@@ -25,7 +26,7 @@ RESET_CODE = re.compile(H2_RESET + r" \((\w+)\)")
 PROXY_WORDS = ("connect call failed", "connection refused", "name or service not known", "resolve", "killed", "shut")
 
 
-def ending(call: Call) -> dict[str, Any] | None:
+def ending(call: Call) -> EndingRecord | None:
     """The anatomy of a request that got no JSON-RPC answer before it ended; None for the others."""
     if call.request.kind != "request" or call.direction != C2S:
         return None
@@ -37,17 +38,17 @@ def ending(call: Call) -> dict[str, Any] | None:
     how, at, detail = _how_it_ended(call, exchange)
     sent = [m for m in call.notifications if m.direction != C2S and (at is None or m.t <= at)]
     progress = sum(1 for m in sent if m.method == PROGRESS)
-    return {
-        "reached_server_ms": _ms(exchange.t_response, start),
-        "server_sent": {
-            "progress": progress,
-            "other_notifications": len(sent) - progress,
-            "last_ms": _ms(max((m.t for m in sent), default=None), start),
-        },
-        "ended_by": how.value,
-        "waited_ms": _ms(at, start),  # till the end: the cancel, the close, the status, the capture's end
-        "detail": detail,
-    }
+    return EndingRecord(
+        reached_server_ms=_ms(exchange.t_response, start),
+        server_sent=ServerSent(
+            progress=progress,
+            other_notifications=len(sent) - progress,
+            last_ms=_ms(max((m.t for m in sent), default=None), start),
+        ),
+        ended_by=how.value,
+        waited_ms=_ms(at, start),  # till the end: the cancel, the close, the status, the capture's end
+        detail=detail,
+    )
 
 
 def _how_it_ended(call: Call, exchange: Exchange) -> tuple[Ending, float | None, str | None]:
@@ -188,7 +189,7 @@ def _ms(t: float | None, start: float) -> float | None:
     return None if t is None else round((t - start) * 1000, 3)
 
 
-def describe(anatomy: dict[str, Any], transport: str = Transport.HTTP) -> str:
+def describe(anatomy: EndingRecord, transport: str = Transport.HTTP) -> str:
     """The anatomy as one sentence, for the report's details and the Markdown summary."""
     parts = []
     reached = anatomy["reached_server_ms"]
@@ -215,7 +216,7 @@ def describe(anatomy: dict[str, Any], transport: str = Transport.HTTP) -> str:
     return "; ".join(parts)
 
 
-def ending_in_brief(anatomy: dict[str, Any]) -> str:
+def ending_in_brief(anatomy: EndingRecord) -> str:
     """Who ended it and when: ``server-cut after 56 ms (upstream-error ...)``."""
     detail = f" ({anatomy['detail']})" if anatomy["detail"] else ""
     return f"{anatomy['ended_by']} after {_seconds(anatomy['waited_ms'])}{detail}"

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, TypedDict
 
-from mcp_blackbox.analyzer.model.vocabulary import Confidence, Ending, Flag, Layer, Outcome, RetryOrigin, Safety
+from mcp_blackbox.analyzer.model.vocabulary import Confidence, Flag, Layer, Outcome, RetryOrigin, Safety
 
 
 class EpochSeconds:
@@ -46,7 +46,7 @@ class EndingRecord(TypedDict):
 
     reached_server_ms: float | None
     server_sent: ServerSent
-    ended_by: Ending
+    ended_by: str  # an Ending
     waited_ms: float | None
     detail: str | None
 

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from mcp_blackbox.analyzer.calls.anatomy import ending, ending_in_brief
-from mcp_blackbox.analyzer.model.contract import CALL_COLUMNS, CallRecord, StderrRecord
+from mcp_blackbox.analyzer.model.contract import CALL_COLUMNS, CallRecord, EndingRecord, StderrRecord
 from mcp_blackbox.analyzer.model.records import Call
 from mcp_blackbox.analyzer.model.vocabulary import Outcome
 from mcp_blackbox.analyzer.outputs.wallclock import iso_utc
@@ -76,7 +74,7 @@ def _result_excerpt(call: Call) -> str | None:
     return shape.first_text if shape is not None else None
 
 
-def reason(call: Call, anatomy: dict[str, Any] | None) -> str:
+def reason(call: Call, anatomy: EndingRecord | None) -> str:
     """Why the call has its verdict, in one line: what a gate, a summary or a table row shows.
 
     A failure is named by its cause (the JSON-RPC error, the HTTP status and what its body said, the

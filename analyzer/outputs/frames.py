@@ -13,7 +13,7 @@ import types
 import typing
 from collections.abc import Iterable
 from enum import StrEnum
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Final
 
 from mcp_blackbox.analyzer.model import contract
 from mcp_blackbox.analyzer.model.contract import CALL_COLUMNS, RETRY_GROUP_COLUMNS, CallRecord, RetryGroupRecord
@@ -22,7 +22,11 @@ if TYPE_CHECKING:
     import pandas as pd
 
 # The kinds of column a frame has, by the field's type (``column_kinds``).
-INTEGER, FLOAT, TIME, BOOLEAN, OBJECT = "Int64", "float64", "datetime64[ns, UTC]", "bool", "object"
+INTEGER: Final = "Int64"
+FLOAT: Final = "float64"
+TIME: Final = "datetime64[ns, UTC]"
+BOOLEAN: Final = "bool"
+OBJECT: Final = "object"
 
 
 def column_kinds(record_type: type) -> dict[str, str | type[StrEnum]]:
@@ -72,6 +76,8 @@ def _frame(records: Iterable[Any], columns: tuple[str, ...], kinds: dict[str, st
             frame[name] = pd.to_datetime(seconds, unit="s", utc=True).astype(TIME)
         elif kind == FLOAT:
             frame[name] = pd.to_numeric(frame[name], errors="coerce").astype(FLOAT)
-        elif kind in (INTEGER, BOOLEAN):
-            frame[name] = frame[name].astype(kind)
+        elif kind == INTEGER:
+            frame[name] = frame[name].astype(INTEGER)
+        elif kind == BOOLEAN:
+            frame[name] = frame[name].astype(BOOLEAN)
     return frame

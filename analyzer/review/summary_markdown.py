@@ -197,12 +197,12 @@ def _top_errors(records: list[CallRecord]) -> list[str]:
 
 def _unanswered(records: list[CallRecord]) -> list[str]:
     lines = ["## Calls that got no answer", ""]
-    unanswered = [r for r in records if r["ending"] is not None]
+    unanswered = [(r, ending) for r in records if (ending := r["ending"]) is not None]
     if not unanswered:
         return [*lines, "Every request was answered.", ""]
-    for record in unanswered[:LISTED]:
-        anatomy = describe(record["ending"], record["carrier"])
-        lines.append(f"- {ref(record['call_id'])} {_what(record)}, {record['outcome']}: {text(anatomy)}")
+    for record, ending in unanswered[:LISTED]:
+        sentence = describe(ending, record["carrier"])
+        lines.append(f"- {ref(record['call_id'])} {_what(record)}, {record['outcome']}: {text(sentence)}")
     return lines + _more(len(unanswered)) + [""]
 
 
