@@ -277,10 +277,13 @@ def test_summary_wrap_keeps_flags_beside_their_call(all_samples: Any) -> None:
     assert "[DUPLICATE_EXECUTION, UNSAFE_RETRY]" in joined
 
 
-def test_the_readme_example_runs_as_written() -> None:
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    example = re.search(r"^    \$ (\.venv/bin/mcp-blackbox check .*)\n((?:    (?!\$).*\n)+)", readme, re.MULTILINE)
-    assert example, "README: no `check` example"
+@pytest.mark.parametrize("page", ["docs/analysis.md", "README.md"])
+def test_the_documented_example_runs_as_written(page: str) -> None:
+    """The `check` example of docs/analysis.md ("check, the gate for CI"), and the README's quick start that
+    shows it again: the command as written, and its output as shown."""
+    text = (REPO / page).read_text(encoding="utf-8")
+    example = re.search(r"^    \$ (\.venv/bin/mcp-blackbox check .*)\n((?:    (?!\$).*\n)+)", text, re.MULTILINE)
+    assert example, f"{page}: no `check` example"
     command, shown = example.group(1).split(), example.group(2)
     done = cli(*command[1:])
     assert done.returncode == 1, done

@@ -416,13 +416,17 @@ def test_the_node_preload_uses_undici_when_the_program_can_resolve_it(
     assert f"MCP server {http_server.url('')}: 1 call" in done.stderr
 
 
-def test_the_readmes_run_command_runs_as_written(http_server: ServerProcess, tmp_path: Path) -> None:
-    """README, Record: the first recording command shown, in a folder with .venv, an agent.py (pydantic-ai
-    against the test server) and `python` the venv's, as in an activated venv."""
-    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
-    record = readme[readme.index("\n## Record\n") :]
+def test_the_documented_run_command_runs_as_written(http_server: ServerProcess, tmp_path: Path) -> None:
+    """docs/recording.md, "Run a command under the recorder": the first recording command shown, which is also the
+    README's first quick start, in a folder with .venv, an agent.py (pydantic-ai against the test server) and
+    `python` the venv's, as in an activated venv."""
+    page = (REPO_ROOT / "docs" / "recording.md").read_text(encoding="utf-8")
+    record = page[page.index("\n## Run a command under the recorder\n") :]
     first = next(line[4:] for line in record.splitlines() if line.startswith("    .venv/bin/"))
     assert first == ".venv/bin/mcp-blackbox run -w capture.flows -- python agent.py", first
+    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    quick_starts = readme[readme.index("\n## Quick starts\n") :]
+    assert next(line[4:] for line in quick_starts.splitlines() if line.startswith("    .venv/bin/")) == first
     (tmp_path / ".venv").symlink_to(Path(sys.executable).parents[1])
     (tmp_path / "agent.py").write_text(
         "import sys\nfrom tests.clients.pydantic_agent import main\n"

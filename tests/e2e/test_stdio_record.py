@@ -584,23 +584,28 @@ def test_record_stdio_usage_errors(argv: list[str], message: str, tmp_path: Path
     assert list(tmp_path.iterdir()) == [], "nothing written"
 
 
-def readme_stdio_section() -> str:
-    readme = (REPO_ROOT / "README.md").read_text()
-    start = readme.index("### Recording a stdio server")
-    return readme[start : readme.index("\n## ", start)]
+def documented_stdio_section() -> str:
+    """docs/recording.md, "Recording a stdio server": up to the next section, or the end of the page."""
+    page = (REPO_ROOT / "docs" / "recording.md").read_text()
+    start = page.index("\n## Recording a stdio server\n")
+    end = page.find("\n## ", start + 1)
+    return page[start : end if end != -1 else len(page)]
 
 
 def as_here(argv: list[str], capture: Path) -> list[str]:
-    """The README's argv with its placeholders made real: the capture, the test server, this Python."""
+    """The documented argv with its placeholders made real: the capture, the test server, this Python."""
     places = {"python": sys.executable, "server.py": PY_SERVER[1], ".venv/bin/mcp-blackbox": WRAPPER}
     return [str(capture) if a.endswith(fmt.SUFFIX) else places.get(a, a) for a in argv]
 
 
-def test_the_readme_command_and_client_configuration_run(tmp_path: Path) -> None:
-    """The README's command and claude_desktop_config.json, as written but for their paths, started by the
-    Python SDK client as a client starts a server."""
-    section = readme_stdio_section()
+def test_the_documented_command_and_client_configuration_run(tmp_path: Path) -> None:
+    """The command and claude_desktop_config.json of docs/recording.md ("Recording a stdio server"), the command
+    also the README's quick start, as written but for their paths, started by the Python SDK client as a client
+    starts a server."""
+    section = documented_stdio_section()
     [command] = re.findall(r"^    (\.venv/bin/mcp-blackbox record --stdio .*)$", section, re.MULTILINE)
+    readme = (REPO_ROOT / "README.md").read_text()
+    assert re.findall(r"^    (\.venv/bin/mcp-blackbox record --stdio .*)$", readme, re.MULTILINE) == [command]
     start = section.index("    {")
     config = json.loads(section[start : section.index("\n\n", start)])
     [server] = config["mcpServers"].values()

@@ -84,7 +84,7 @@ def run_client(url: str) -> dict[str, Any]:
 
 
 def record(upstream: str, workdir: Path, after_dashes: list[str]) -> Mitmdump:
-    """`mcp-blackbox record --upstream URL -p 0 --listen-file F -w FILE -- ...`, as the README has it."""
+    """`mcp-blackbox record --upstream URL -p 0 --listen-file F -w FILE -- ...`, as docs/transports.md has it."""
     listen_file, flow_file, log_file = workdir / "listen.json", workdir / "capture.flows", workdir / "record.log"
     command = [str(Path(sys.executable).with_name("mcp-blackbox")), "record", "--upstream", upstream, "-p", "0"]
     command += ["--listen-file", str(listen_file), "-w", str(flow_file), "--", *after_dashes]
@@ -299,13 +299,14 @@ NODE_MODULES = REPO_ROOT / "tests" / "truth" / "peers" / "node" / "node_modules"
 
 
 @pytest.mark.skipif(shutil.which("node") is None or not (NODE_MODULES / "undici").exists(), reason="node or undici")
-def test_the_readmes_node_recipe_goes_through_the_recorder(https_server: int, tls: Tls, tmp_path: Path) -> None:
-    """README, Transports: Node's fetch through regular mode with undici's EnvHttpProxyAgent loaded by --import
-    and mitmproxy's CA in NODE_EXTRA_CA_CERTS, the README's file and command as written (but for the port)."""
-    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
-    agent = re.search(r"^    (import \{ setGlobalDispatcher.*\n    setGlobalDispatcher\(.*\);)$", readme, re.MULTILINE)
-    command = re.search(r"^    (HTTPS_PROXY=\S+ NODE_EXTRA_CA_CERTS=.* node --import .*)$", readme, re.MULTILINE)
-    assert agent and command, "the README's Node recipe"
+def test_the_documented_node_recipe_goes_through_the_recorder(https_server: int, tls: Tls, tmp_path: Path) -> None:
+    """docs/transports.md, "Intercepting": Node's fetch through regular mode with undici's EnvHttpProxyAgent
+    loaded by --import and mitmproxy's CA in NODE_EXTRA_CA_CERTS, the page's file and command as written (but for
+    the port)."""
+    page = (REPO_ROOT / "docs" / "transports.md").read_text(encoding="utf-8")
+    agent = re.search(r"^    (import \{ setGlobalDispatcher.*\n    setGlobalDispatcher\(.*\);)$", page, re.MULTILINE)
+    command = re.search(r"^    (HTTPS_PROXY=\S+ NODE_EXTRA_CA_CERTS=.* node --import .*)$", page, re.MULTILINE)
+    assert agent and command, "docs/transports.md's Node recipe"
     (tmp_path / "proxy-env.mjs").write_text(agent.group(1).replace("\n    ", "\n") + "\n")
     (tmp_path / "node_modules").symlink_to(NODE_MODULES)
     call = json.dumps(tools_call("echo", {"text": "from node"}, 1))
