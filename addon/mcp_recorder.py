@@ -49,11 +49,10 @@ from mcp_blackbox.addon.record_redaction import RecordRedaction
 from mcp_blackbox.addon.rotation import CaptureWriter
 from mcp_blackbox.addon.stream_tap import StreamTap
 from mcp_blackbox.analyzer.calls.live import judge_flow
+from mcp_blackbox.analyzer.wire.metadata import METADATA_KEY, METADATA_VERSION, StreamEnd, stream_end_reason
 
 logger = logging.getLogger("mcp_blackbox")
 
-METADATA_KEY = "mcp_blackbox"
-METADATA_VERSION = 1
 FAILURE_MARKER = ":exclamation:"
 SHUTDOWN = "mitmproxy stopped while the stream was open"
 
@@ -73,30 +72,6 @@ def never_raises[Hook: Callable[..., Any]](hook: Hook) -> Hook:
 
     # functools.wraps gives the wrapper the hook's signature; mypy types it as _Wrapped, not Hook.
     return guarded  # type: ignore[return-value]
-
-
-def stream_end_reason(error_message: str, side: Side | None = None) -> str:
-    """Name why a stream ended early, from mitmproxy's error message and the side it came from.
-
-    ``side`` (addon/error_side.py) comes first: over HTTP/2 mitmproxy words a reset from either peer
-    "stream reset by client". Without it, an HTTP/2 reset is ``stream-reset`` (side unknown), never a
-    guessed client-abort; the other words are HTTP/1's, which name the side.
-    """
-    text = error_message.lower()
-    if "killed" in text:
-        return "killed"
-    if "shutdown" in text or "shut down" in text:
-        return "proxy-shutdown"
-    reset = "stream reset" in text
-    if side == "client":
-        return "client-abort"
-    if side == "server":
-        return "server-reset" if reset else "upstream-error"
-    if reset:
-        return "stream-reset"
-    if "client" in text:
-        return "client-abort"
-    return "upstream-error"
 
 
 def is_event_stream(response: http.Response) -> bool:
@@ -179,7 +154,7 @@ class McpRecorder:
 
     @never_raises
     def response(self, flow: http.HTTPFlow) -> None:
-        self._close(flow, "complete", None)
+        self._close(flow, StreamEnd.COMPLETE, None)
 
     @never_raises
     def error(self, flow: http.HTTPFlow) -> None:
@@ -194,7 +169,8 @@ class McpRecorder:
         # body and say why they stopped. Every body is kept first, at one instant as close to the stop as
         # can be; then each is judged, one flow's failure never costing another its record.
         closing = [
-            (flow, self._keep_body(flow, "proxy-shutdown", SHUTDOWN)) for flow, _ in list(self.open_streams.values())
+            (flow, self._keep_body(flow, StreamEnd.PROXY_SHUTDOWN, SHUTDOWN))
+            for flow, _ in list(self.open_streams.values())
         ]
         for flow, (tap, record) in closing:
             try:
@@ -214,7 +190,7 @@ class McpRecorder:
         tap = entry[1] if entry else None
         record: dict[str, Any] = {"version": METADATA_VERSION}
         if tap is not None and flow.response is not None:
-            tap.finish(reason, error if reason != "complete" else None, side)
+            tap.finish(reason, error if reason != StreamEnd.COMPLETE else None, side)
             framed = "content-encoding" not in flow.response.headers
             kept = tap.kept(framed=framed)
             flow.response.raw_content = kept

@@ -4,7 +4,8 @@ Loaded by `run` as a second script after the recorder (``-s mcp_recorder.py -s r
 counts the HTTP exchanges that went through the proxy (and which of them the recorder took for MCP),
 the TLS handshakes that failed with the client (a client that does not trust the run's CA, or pins
 certificates) and with servers (a certificate the recorder could not verify), and writes them as JSON
-to ``mcp_run_stats`` when mitmdump stops. It changes nothing in the traffic.
+to ``mcp_run_stats`` when mitmdump stops. It changes nothing in the traffic. It imports the package: the
+recorder, loaded first, has bound it to the folder beside this file.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from typing import Any
 
 from mitmproxy import ctx, http, tls
 
-METADATA_KEY = "mcp_blackbox"  # the recorder's record (mcp_recorder.METADATA_KEY)
+from mcp_blackbox.analyzer.wire.metadata import METADATA_KEY
+
 MAX_LISTED = 20  # failed handshakes listed with their details; all are counted
 
 

@@ -17,6 +17,7 @@ from mcp_blackbox.analyzer.model.contract import EndingRecord, ServerSent
 from mcp_blackbox.analyzer.model.records import C2S, Call, Exchange
 from mcp_blackbox.analyzer.model.stdio_session import StdioSession
 from mcp_blackbox.analyzer.model.vocabulary import Ending, Transport
+from mcp_blackbox.analyzer.wire.metadata import StreamEnd
 
 PROGRESS = "notifications/progress"
 # mitmproxy's words for an HTTP/2 RST_STREAM from either peer (it says "by client" for both).
@@ -104,7 +105,10 @@ class _HttpEnd:
 
     @property
     def proxy_said_so(self) -> bool:
-        return any(word in self.text for word in PROXY_WORDS) or self.ended in ("killed", "proxy-shutdown")
+        return any(word in self.text for word in PROXY_WORDS) or self.ended in (
+            StreamEnd.KILLED,
+            StreamEnd.PROXY_SHUTDOWN,
+        )
 
     @property
     def error_status(self) -> bool:
@@ -131,22 +135,26 @@ class _Rule(NamedTuple):
 _HTTP_ENDINGS: tuple[_Rule, ...] = (
     # The recorder saw the reset come from the server (addon/error_side.py).
     _Rule(
-        lambda end: end.ended == "server-reset",
+        lambda end: end.ended == StreamEnd.SERVER_RESET,
         Ending.SERVER_CUT,
         lambda end: f"the server reset the HTTP/2 stream{end.reset_code}",
     ),
     # An HTTP/2 reset whose side is not known: mitmproxy words one from either peer "by client".
     _Rule(
-        lambda end: end.ended == "stream-reset" or (end.ended is None and end.h2_reset),
+        lambda end: end.ended == StreamEnd.STREAM_RESET or (end.ended is None and end.h2_reset),
         Ending.RESET,
         lambda end: f"HTTP/2 stream reset{end.reset_code}, by a side the capture does not know",
     ),
     _Rule(
-        lambda end: end.ended == "client-abort" and end.h2_reset,
+        lambda end: end.ended == StreamEnd.CLIENT_ABORT and end.h2_reset,
         Ending.CLIENT_CLOSE,
         lambda end: f"the client reset the HTTP/2 stream{end.reset_code}",
     ),
-    _Rule(lambda end: end.ended == "client-abort" or "client" in end.text, Ending.CLIENT_CLOSE, lambda end: end.said),
+    _Rule(
+        lambda end: end.ended == StreamEnd.CLIENT_ABORT or "client" in end.text,
+        Ending.CLIENT_CLOSE,
+        lambda end: end.said,
+    ),
     _Rule(lambda end: end.proxy_said_so, Ending.PROXY, lambda end: end.said),
     _Rule(
         lambda end: end.error_status,

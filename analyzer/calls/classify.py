@@ -17,6 +17,7 @@ from mcp_blackbox.analyzer.calls.stdio_calls import exception_in, short_command,
 from mcp_blackbox.analyzer.model.records import C2S, Call, Exchange, Message
 from mcp_blackbox.analyzer.model.slim import MISSING, OMITTED, ResultShape, interned, json_kind
 from mcp_blackbox.analyzer.model.vocabulary import Flag, Layer, Outcome
+from mcp_blackbox.analyzer.wire.metadata import StreamEnd
 
 MODERN = "2026-07-28"
 # 2026-07-28 sends some JSON-RPC errors with an HTTP status of their own (as the official Python SDK maps
@@ -28,8 +29,8 @@ CAPTURE_WIDE = " in the capture"
 # What the recorder's HTTP/2 reset endings mean: mitmproxy words a RST_STREAM from either peer "stream reset
 # by client", so the words are not the side (addon/error_side.py reads it from mitmproxy's stream state).
 RESET_SIDES = {
-    "server-reset": "the server reset the HTTP/2 stream (RST_STREAM from the server's connection)",
-    "stream-reset": "an HTTP/2 stream reset; which side sent it is not known",
+    StreamEnd.SERVER_RESET: "the server reset the HTTP/2 stream (RST_STREAM from the server's connection)",
+    StreamEnd.STREAM_RESET: "an HTTP/2 stream reset; which side sent it is not known",
 }
 
 
@@ -93,7 +94,7 @@ def _partial_capture(call: Call, verdict: Verdict) -> Verdict:
     verdict.evidence.append(
         f"the capture dropped {dropped} bytes of the stream (mcp_stream_max_body); the client got them"
     )
-    if verdict.outcome is Outcome.STREAM_INCOMPLETE and (call.exchange.stream or {}).get("ended") == "complete":
+    if verdict.outcome is Outcome.STREAM_INCOMPLETE and (call.exchange.stream or {}).get("ended") == StreamEnd.COMPLETE:
         verdict.evidence.append("the stream ended complete: its answer may be among the dropped bytes")
     return verdict
 
@@ -236,7 +237,7 @@ def _answer_flags(call: Call, answer: Message, evidence: list[str]) -> list[Flag
     resumed = carrier.request_headers.get("last-event-id")
     if carrier.method == "GET" and resumed is not None:
         stream = call.exchange.stream or {}
-        if stream.get("ended") == "complete" and not call.exchange.error:
+        if stream.get("ended") == StreamEnd.COMPLETE and not call.exchange.error:
             # The server closed the stream cleanly after a priming event (and its retry:): the answer was
             # always going to come on the reconnect. Not late; planned.
             evidence.append(f"answer delivered on the planned reconnect (GET with Last-Event-ID {resumed})")

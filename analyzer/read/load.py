@@ -26,6 +26,7 @@ from mitmproxy.version import FLOW_FORMAT_VERSION
 
 from mcp_blackbox.analyzer.model.records import Exchange
 from mcp_blackbox.analyzer.read.stream_times import encoded_event_times
+from mcp_blackbox.analyzer.wire.metadata import METADATA_KEY
 from mcp_blackbox.analyzer.wire.tnetstring_reader import (
     ENCODED,
     FLOW_FIELDS,
@@ -38,7 +39,6 @@ from mcp_blackbox.analyzer.wire.tnetstring_reader import (
     record_framed,
 )
 
-METADATA_KEY = "mcp_blackbox"
 # A HAR entry's custom field (HAR 1.2 allows names starting with "_") in which `export --format har` keeps what
 # HAR has no place for (analyzer/outputs/har_export.py); read back by har_entry_state.
 RECORDED_FIELD = "_mcp_blackbox"

@@ -39,8 +39,8 @@ from mcp_blackbox.analyzer.redaction.redact import (
     redact_json,
     redact_url,
 )
+from mcp_blackbox.analyzer.wire.metadata import METADATA_KEY
 
-METADATA_KEY = "mcp_blackbox"
 DROPPED_BODY = "dropped_body"  # in the addon's record: a body that could not be decoded to be redacted
 LINE_END = re.compile(r"(\r\n|\r|\n)")
 # Bodies read as text although they do not say so: anything that decodes as UTF-8, and these types.
