@@ -280,39 +280,16 @@ class CaptureWriter:
             self._start()
 
     def _files_from_options(self) -> FlowFiles | None:
+        """The files the options name, or None without ``mcp_write``; a bad option is an ``OptionsError``."""
         target = ctx.options.mcp_write
         rotate_text, keep_text = ctx.options.mcp_rotate_size, ctx.options.mcp_keep
         if not target:
-            if rotate_text or keep_text:
-                name = "mcp_rotate_size" if rotate_text else "mcp_keep"
-                raise exceptions.OptionsError(f"{name} needs mcp_write (the directory to write the files in)")
+            _refuse_rotation_without_target(rotate_text, keep_text)
             return None
-        try:
-            rotate_size = parse_rotate_size(rotate_text) if rotate_text else None
-        except ValueError as e:
-            raise exceptions.OptionsError(f"mcp_rotate_size: {e}") from e
-        try:
-            keep = parse_keep(keep_text) if keep_text else None
-        except ValueError as e:
-            raise exceptions.OptionsError(f"mcp_keep: {e}") from e
-        if keep is not None and keep.budget is not None and rotate_size is not None and keep.budget < rotate_size:
-            raise exceptions.OptionsError(
-                f"mcp_keep {keep_text} is smaller than mcp_rotate_size {rotate_text}: no closed file would be kept"
-            )
+        rotate_size, keep = _rotation_options(rotate_text, keep_text)
         path = Path(os.path.expanduser(target))
         directory = bool(rotate_size or keep) or path.is_dir() or target.endswith(("/", os.sep))
-        if directory and "%" in target:
-            raise exceptions.OptionsError(
-                "mcp_write: a directory of rotated files has no strftime fields (the files are named by time)"
-            )
-        if directory and path.exists() and not path.is_dir():
-            raise exceptions.OptionsError(f"mcp_write: {target} is a file; rotated files need a directory")
-        # Written to later: say now, at start-up, if it cannot be (not when the first flow ends).
-        nearest = path if directory else path.parent
-        while not nearest.exists() and nearest != nearest.parent:
-            nearest = nearest.parent
-        if not os.access(nearest, os.W_OK | os.X_OK):
-            raise exceptions.OptionsError(f"mcp_write: {nearest} is not writable")
+        _check_write_target(target, path, directory)
         return FlowFiles(
             str(path), directory=directory, rotate_size=rotate_size, keep=keep, reopen=_opened_by_this_process()
         )
@@ -367,6 +344,51 @@ class CaptureWriter:
             logger.error(
                 "mcp_blackbox: flow %s NOT written to %s: %s", flow.id, self.files.path or self.files.target, e
             )
+
+
+def _refuse_rotation_without_target(rotate_text: str | None, keep_text: str | None) -> None:
+    """Rotation or retention asked for with no ``mcp_write`` to apply it to: an error, not silently nothing."""
+    if rotate_text or keep_text:
+        name = "mcp_rotate_size" if rotate_text else "mcp_keep"
+        raise exceptions.OptionsError(f"{name} needs mcp_write (the directory to write the files in)")
+
+
+def _parsed_option[Value](name: str, parse: Callable[[str], Value], text: str | None) -> Value | None:
+    """``text`` read by ``parse``, None when the option is unset; a bad value is an error naming the option."""
+    if not text:
+        return None
+    try:
+        return parse(text)
+    except ValueError as e:
+        raise exceptions.OptionsError(f"{name}: {e}") from e
+
+
+def _rotation_options(rotate_text: str | None, keep_text: str | None) -> tuple[int | None, Retention | None]:
+    """``mcp_rotate_size`` and ``mcp_keep`` parsed, and checked against each other."""
+    rotate_size = _parsed_option("mcp_rotate_size", parse_rotate_size, rotate_text)
+    keep = _parsed_option("mcp_keep", parse_keep, keep_text)
+    if keep is not None and keep.budget is not None and rotate_size is not None and keep.budget < rotate_size:
+        raise exceptions.OptionsError(
+            f"mcp_keep {keep_text} is smaller than mcp_rotate_size {rotate_text}: no closed file would be kept"
+        )
+    return rotate_size, keep
+
+
+def _check_write_target(target: str, path: Path, directory: bool) -> None:
+    """An ``OptionsError`` unless ``mcp_write`` (``target``, expanded to ``path``) can be written: as a directory
+    of rotated files or as one file, whichever ``directory`` says."""
+    if directory and "%" in target:
+        raise exceptions.OptionsError(
+            "mcp_write: a directory of rotated files has no strftime fields (the files are named by time)"
+        )
+    if directory and path.exists() and not path.is_dir():
+        raise exceptions.OptionsError(f"mcp_write: {target} is a file; rotated files need a directory")
+    # Written to later: say now, at start-up, if it cannot be (not when the first flow ends).
+    nearest = path if directory else path.parent
+    while not nearest.exists() and nearest != nearest.parent:
+        nearest = nearest.parent
+    if not os.access(nearest, os.W_OK | os.X_OK):
+        raise exceptions.OptionsError(f"mcp_write: {nearest} is not writable")
 
 
 def is_mcp(flow: http.HTTPFlow) -> bool:

@@ -69,29 +69,17 @@ def _what(call: dict[str, Any]) -> str:
 
 
 def diff(before: Side, after: Side, *, latency_ratio: float = DEFAULT_LATENCY_RATIO) -> dict[str, Any]:
+    """What changed from ``before`` to ``after``; ``regressions`` says, a line each, what got worse."""
     pairs, only_before, only_after = _match(before, after)
-    changed = [_change(b, a) for b, a in pairs if (b["outcome"], b["flags"]) != (a["outcome"], a["flags"])]
-    new_failures = [c for c in changed if c["worse"]]
-    new_failures += [_one_side(a, "after") for a in only_after if is_failure(a["outcome"])]
-    fixed = [c for c in changed if c["better"]]
-    fixed += [_one_side(b, "before") for b in only_before if is_failure(b["outcome"])]
+    changed, new_failures, fixed = _outcome_changes(pairs, only_before, only_after)
     latency = _latency(before.calls, after.calls, latency_ratio)
     retries = _counted_changes(before.retries, after.retries, lambda key: f"{key[0]}: {key[1]}")
     twice = _counted_changes(before.twice, after.twice, lambda key: f"{key[0]} (arguments {key[1][:10]})")
     unsafe = _counted_changes(before.unsafe, after.unsafe, str)
-    grew = [(name, r) for name, rows in (("more retries", retries), ("write run twice", twice),
-            ("unsafe replay", unsafe)) for r in rows if r["after"] > r["before"]]  # fmt: skip
-    regressions = [f"new failure: {c['after']['call_id']} {c['what']} {c['after']['outcome']}" for c in new_failures]
-    regressions += [f"{name}: {r['what']} ({r['before']} -> {r['after']})" for name, r in grew]
-    regressions += [
-        f"slower: {t['tool']} p95 {t['before']['p95']} -> {t['after']['p95']} ms" for t in latency if t["slower"]
-    ]
+    counted = {"more retries": retries, "write run twice": twice, "unsafe replay": unsafe}
     return {
         "calls": {"before": len(before.calls), "after": len(after.calls), "matched": len(pairs)},
-        "failures": {
-            "before": sum(1 for c in before.calls if is_failure(c["outcome"])),
-            "after": sum(1 for c in after.calls if is_failure(c["outcome"])),
-        },
+        "failures": {"before": _failure_count(before.calls), "after": _failure_count(after.calls)},
         "changed": changed,
         "new_failures": new_failures,
         "fixed": fixed,
@@ -101,8 +89,42 @@ def diff(before: Side, after: Side, *, latency_ratio: float = DEFAULT_LATENCY_RA
         "duplicate_executions": twice,
         "unsafe_replays": unsafe,
         "latency": latency,
-        "regressions": regressions,
+        "regressions": _regressions(new_failures, counted, latency),
     }
+
+
+def _failure_count(calls: list[dict[str, Any]]) -> int:
+    return sum(1 for c in calls if is_failure(c["outcome"]))
+
+
+def _outcome_changes(
+    pairs: list[tuple[dict[str, Any], dict[str, Any]]],
+    only_before: list[dict[str, Any]],
+    only_after: list[dict[str, Any]],
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+    """``changed``: the matched calls whose outcome or flags changed. ``new_failures``: those that fail now, then
+    the failing calls found only after. ``fixed``: those that failed before, then the failing calls found only
+    before."""
+    changed = [_change(b, a) for b, a in pairs if (b["outcome"], b["flags"]) != (a["outcome"], a["flags"])]
+    new_failures = [c for c in changed if c["worse"]]
+    new_failures += [_one_side(a, "after") for a in only_after if is_failure(a["outcome"])]
+    fixed = [c for c in changed if c["better"]]
+    fixed += [_one_side(b, "before") for b in only_before if is_failure(b["outcome"])]
+    return changed, new_failures, fixed
+
+
+def _regressions(
+    new_failures: list[dict[str, Any]], counted: dict[str, list[dict[str, Any]]], latency: list[dict[str, Any]]
+) -> list[str]:
+    """A line per regression: each new failure, each count in ``counted`` (by its name) that grew, each tool
+    that got slower."""
+    grew = [(name, r) for name, rows in counted.items() for r in rows if r["after"] > r["before"]]
+    regressions = [f"new failure: {c['after']['call_id']} {c['what']} {c['after']['outcome']}" for c in new_failures]
+    regressions += [f"{name}: {r['what']} ({r['before']} -> {r['after']})" for name, r in grew]
+    regressions += [
+        f"slower: {t['tool']} p95 {t['before']['p95']} -> {t['after']['p95']} ms" for t in latency if t["slower"]
+    ]
+    return regressions
 
 
 def _match(

@@ -23,7 +23,7 @@ import math
 import re
 import time
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -124,29 +124,17 @@ def build_report(
     sources = [str(p) for p in paths]
     analysis = analysis if analysis is not None else analyze(sources)
     every = analysis.call_objects
-    origin = min((c.request.t for c in every), default=0.0)
-    lanes: dict[str, int] = {_lane_key(call): 0 for call in every}  # lane -> index, in the order lanes start
-    for n, lane in enumerate(lanes):
-        lanes[lane] = n
-    duplicate_calls = {c.call_id for d in analysis.duplicate_executions for c in d.calls}
-    calls, quiet = every, []
-    if len(every) > aggregate_above:
-        calls = [c for c in every if eventful(c, duplicate_calls)]
-        quiet = [c for c in every if not eventful(c, duplicate_calls)]
+    origin, end = _span(every)
+    lanes = _lane_indices(every)
+    calls, quiet = _split_quiet_calls(analysis, aggregate_above)
     clients: dict[str, int] = {}  # unit -> index into the page's client table
     table = StringTable()
-    text = redact_text if redact else (lambda s: s)
-    group_index = {g.group_id: n for n, g in enumerate(analysis.retry_groups)}
-    rows, previous = [], 0
-    for call in calls:
-        row = _row(call, origin, lanes, clients, sources, group_index, table, text)
-        row[8], previous = row[8] - previous, row[8]  # t0 as the step from the previous row
-        rows.append(row)
+    # The table numbers each text where it is first indexed: in the rows, the aggregates, then the lanes, lane
+    # groups, clients, groups and anatomy below. Moving a step renumbers the strings of the same report.
+    rows = _rows(calls, origin, lanes, clients, sources, analysis.retry_groups, table, redact)
     row_of = {call.call_id: n for n, call in enumerate(calls)}
-    chosen = _worth_opening(calls)
-    details = _details(sources, chosen, origin, redact)
+    details = _details(sources, _worth_opening(calls), origin, redact)
     lane_records, lane_groups = _lanes(every, lanes, sources)
-    end = max((c.t_end or c.request.t for c in every), default=origin)
     aggregates, bucket_ms = _aggregates(quiet, origin, lanes, end, table)
     meta = _meta(analysis, sources, origin, redact)
     meta.update(aggregated=len(quiet), aggregate_above=aggregate_above, bucket_ms=bucket_ms, rows=len(rows))
@@ -165,9 +153,9 @@ def build_report(
         "aggregate_columns": AGGREGATE_COLUMNS,
         "aggregates": aggregates,
         # [row, then each SSE event's time in microseconds after the call's start]
-        "ticks": [[n, *ticks] for n, c in enumerate(calls) if (ticks := _ticks(c))],
+        "ticks": _ticks_by_row(calls, _ticks),
         # [row, then each stderr line's time (a stdio server's, written during the call), the same way]
-        "stderr_ticks": [[n, *ticks] for n, c in enumerate(calls) if (ticks := _stderr_ticks(c))],
+        "stderr_ticks": _ticks_by_row(calls, _stderr_ticks),
         "group_columns": GROUP_COLUMNS,
         "groups": [_group(g, row_of, table) for g in analysis.retry_groups],
         "details": details,
@@ -176,6 +164,57 @@ def build_report(
         "vocabulary": vocabulary_data(),
         "strings": table.strings,  # last: every index above is into it
     }
+
+
+def _span(calls: list[Call]) -> tuple[float, float]:
+    """The capture's span: the earliest call start and the latest call end (both 0.0 without calls)."""
+    origin = min((c.request.t for c in calls), default=0.0)
+    end = max((c.t_end or c.request.t for c in calls), default=origin)
+    return origin, end
+
+
+def _lane_indices(calls: list[Call]) -> dict[str, int]:
+    """Each lane's index, in the order the lanes start."""
+    lanes: dict[str, int] = {_lane_key(call): 0 for call in calls}
+    for n, lane in enumerate(lanes):
+        lanes[lane] = n
+    return lanes
+
+
+def _split_quiet_calls(analysis: Analysis, aggregate_above: int) -> tuple[list[Call], list[Call]]:
+    """The calls that get a row each, and the uneventful ones folded into ``aggregates`` instead: none unless
+    there are more than ``aggregate_above`` calls."""
+    every = analysis.call_objects
+    if len(every) <= aggregate_above:
+        return every, []
+    duplicate_calls = {c.call_id for d in analysis.duplicate_executions for c in d.calls}
+    return [c for c in every if eventful(c, duplicate_calls)], [c for c in every if not eventful(c, duplicate_calls)]
+
+
+def _rows(
+    calls: list[Call],
+    origin: float,
+    lanes: dict[str, int],
+    clients: dict[str, int],
+    paths: list[str],
+    groups: list[RetryGroup],
+    table: StringTable,
+    redact: bool,
+) -> list[list[Any]]:
+    """A row per call (``_row``), each t0 the step from the previous row's."""
+    text = redact_text if redact else (lambda s: s)
+    group_index = {g.group_id: n for n, g in enumerate(groups)}
+    rows, previous = [], 0
+    for call in calls:
+        row = _row(call, origin, lanes, clients, paths, group_index, table, text)
+        row[8], previous = row[8] - previous, row[8]  # t0 as the step from the previous row
+        rows.append(row)
+    return rows
+
+
+def _ticks_by_row(calls: list[Call], ticks_of: Callable[[Call], list[int]]) -> list[list[int]]:
+    """[row, then each of its ticks] for every call that has any."""
+    return [[n, *ticks] for n, c in enumerate(calls) if (ticks := ticks_of(c))]
 
 
 def _group(group: RetryGroup, row_of: dict[str, int], table: StringTable) -> list[Any]:
@@ -314,7 +353,7 @@ def _row(
     table: StringTable,
     text: Any,
 ) -> list[Any]:
-    """The call in COLUMNS, its t0 still after the first call (``build_report`` makes it a step)."""
+    """The call in COLUMNS, its t0 still after the first call (``_rows`` makes it a step)."""
     exchange = call.exchange
     client = clients.setdefault(call.client.unit, len(clients)) if call.client is not None else None
     end = call.t_end or call.request.t
@@ -353,6 +392,30 @@ def _worth_opening(calls: list[Call]) -> dict[str, Call]:
 
 
 def _details(paths: list[str], chosen: dict[str, Call], origin: float, redact: bool) -> dict[str, Any]:
+    """The details of the ``chosen`` calls, by call id: evidence, exchanges (with their bytes) and stderr lines."""
+    exchanges = _exchange_details(paths, chosen, origin, redact)
+    clean = redact_text if redact else (lambda s: s)
+    return {call_id: _call_detail(call, exchanges, origin, clean) for call_id, call in chosen.items()}
+
+
+def _call_detail(
+    call: Call, exchanges: dict[str, dict[str, Any]], origin: float, clean: Callable[[str], str]
+) -> dict[str, Any]:
+    """One call's details: ``exchanges`` holds its exchanges' (by flow id); ``clean`` redacts, or not."""
+    return {
+        "evidence": [clean(e) for e in call.evidence],
+        "exchanges": [exchanges[e.flow_id] for e in call.exchanges if e.flow_id in exchanges],
+        # A stdio server's stderr lines written during the call: its own text, untrusted like any other.
+        "stderr": [
+            {"t": round((line.t - origin) * 1000, 3), "text": clean(line.text)} for line in call.stderr[:STDERR_SHOWN]
+        ],
+    }
+
+
+def _exchange_details(
+    paths: list[str], chosen: dict[str, Call], origin: float, redact: bool
+) -> dict[str, dict[str, Any]]:
+    """The detail of each exchange of the ``chosen`` calls, by flow id."""
     wanted = {e.flow_id for call in chosen.values() for e in call.exchanges}
     exchanges: dict[str, dict[str, Any]] = {}
     # A second pass over the files for the chosen flows only: the analysis kept no bodies.
@@ -361,23 +424,19 @@ def _details(paths: list[str], chosen: dict[str, Call], origin: float, redact: b
     for exchange in read_exchanges(flows, LoadReport(), keep_all=True):
         if exchange.flow_id in wanted:
             exchanges[exchange.flow_id] = _exchange_detail(exchange, origin, redact)
+    # The stdio captures are read a second time only if a chosen call is a stdio one.
     if any(call.stderr or call.exchange.stdio is not None for call in chosen.values()):
-        for path in stdio:
-            for exchange in stdio_exchanges(path):
-                if exchange.flow_id in wanted:
-                    exchanges[exchange.flow_id] = _stdio_detail(exchange, origin, redact)
-    clean = redact_text if redact else (lambda s: s)
+        exchanges.update(_stdio_details(stdio, wanted, origin, redact))
+    return exchanges
+
+
+def _stdio_details(paths: list[str], wanted: set[str], origin: float, redact: bool) -> dict[str, dict[str, Any]]:
+    """The detail of each ``wanted`` line of the stdio captures ``paths``, by flow id."""
     return {
-        call_id: {
-            "evidence": [redact_text(e) if redact else e for e in call.evidence],
-            "exchanges": [exchanges[e.flow_id] for e in call.exchanges if e.flow_id in exchanges],
-            # A stdio server's stderr lines written during the call: its own text, untrusted like any other.
-            "stderr": [
-                {"t": round((line.t - origin) * 1000, 3), "text": clean(line.text)}
-                for line in call.stderr[:STDERR_SHOWN]
-            ],
-        }
-        for call_id, call in chosen.items()
+        exchange.flow_id: _stdio_detail(exchange, origin, redact)
+        for path in paths
+        for exchange in stdio_exchanges(path)
+        if exchange.flow_id in wanted
     }
 
 
