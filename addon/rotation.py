@@ -39,13 +39,13 @@ from mitmproxy.utils import human
 
 from mcp_blackbox.addon.mcp_detect import request_messages
 from mcp_blackbox.analyzer.wire.inputs import ROTATED_NAME
+from mcp_blackbox.analyzer.wire.metadata import METADATA_KEY
 
 logger = logging.getLogger("mcp_blackbox")
 
 FILE_MODE = 0o600
 DIRECTORY_MODE = 0o700
 OPTIONS = frozenset({"mcp_write", "mcp_rotate_size", "mcp_keep"})
-METADATA_KEY = "mcp_blackbox"  # the recorder's record in flow.metadata (mcp_recorder.METADATA_KEY)
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from mcp_blackbox.analyzer.model.contract import CallRecord
 from mcp_blackbox.analyzer.model.vocabulary import Safety, is_failure
 from mcp_blackbox.analyzer.outputs.analysis import Analysis
 from mcp_blackbox.analyzer.outputs.export import iter_records
@@ -34,7 +35,7 @@ Key = tuple[str, str, str, str]  # server, method, tool, arguments digest
 class Side:
     """One capture as the diff reads it."""
 
-    calls: list[dict[str, Any]]
+    calls: list[CallRecord]
     servers: dict[str, str]  # call id -> host and path
     retries: Counter[tuple[str, str]] = field(default_factory=Counter)  # (origin, what) of failure retries
     twice: Counter[tuple[str, str]] = field(default_factory=Counter)  # (tool, arguments digest) run again
@@ -55,7 +56,7 @@ class Side:
             side.twice[(duplicate.tool or "", duplicate.arguments_digest)] += 1
         return side
 
-    def key(self, call: dict[str, Any]) -> Key:
+    def key(self, call: CallRecord) -> Key:
         return (self.servers[call["call_id"]], call["method"] or "", call["tool"] or "", call["arguments_digest"] or "")
 
 
@@ -64,7 +65,7 @@ def _server(endpoint: str) -> str:
     return f"{parts.hostname or ''}{parts.path}"
 
 
-def _what(call: dict[str, Any]) -> str:
+def _what(call: CallRecord) -> str:
     return " ".join(part for part in (call["method"] or "(response)", call["tool"]) if part)
 
 
@@ -93,14 +94,14 @@ def diff(before: Side, after: Side, *, latency_ratio: float = DEFAULT_LATENCY_RA
     }
 
 
-def _failure_count(calls: list[dict[str, Any]]) -> int:
+def _failure_count(calls: list[CallRecord]) -> int:
     return sum(1 for c in calls if is_failure(c["outcome"]))
 
 
 def _outcome_changes(
-    pairs: list[tuple[dict[str, Any], dict[str, Any]]],
-    only_before: list[dict[str, Any]],
-    only_after: list[dict[str, Any]],
+    pairs: list[tuple[CallRecord, CallRecord]],
+    only_before: list[CallRecord],
+    only_after: list[CallRecord],
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
     """``changed``: the matched calls whose outcome or flags changed. ``new_failures``: those that fail now, then
     the failing calls found only after. ``fixed``: those that failed before, then the failing calls found only
@@ -127,15 +128,14 @@ def _regressions(
     return regressions
 
 
-def _match(
-    before: Side, after: Side
-) -> tuple[list[tuple[dict[str, Any], dict[str, Any]]], list[dict[str, Any]], list[dict[str, Any]]]:
+def _match(before: Side, after: Side) -> tuple[list[tuple[CallRecord, CallRecord]], list[CallRecord], list[CallRecord]]:
     """The n-th call with a key before is paired with the n-th with that key after."""
-    waiting: dict[Key, list[dict[str, Any]]] = {}
+    waiting: dict[Key, list[CallRecord]] = {}
     for call in after.calls:
         waiting.setdefault(after.key(call), []).append(call)
     taken: dict[Key, int] = Counter()
-    pairs, only_before = [], []
+    pairs: list[tuple[CallRecord, CallRecord]] = []
+    only_before: list[CallRecord] = []
     for call in before.calls:
         key = before.key(call)
         candidates = waiting.get(key, [])
@@ -149,7 +149,7 @@ def _match(
     return pairs, only_before, only_after
 
 
-def _brief(call: dict[str, Any]) -> dict[str, Any]:
+def _brief(call: CallRecord) -> dict[str, Any]:
     return {
         "call_id": call["call_id"],
         "outcome": call["outcome"],
@@ -159,7 +159,7 @@ def _brief(call: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _change(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+def _change(before: CallRecord, after: CallRecord) -> dict[str, Any]:
     was, now = is_failure(before["outcome"]), is_failure(after["outcome"])
     return {
         "what": _what(after),
@@ -170,7 +170,7 @@ def _change(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _one_side(call: dict[str, Any], side: str) -> dict[str, Any]:
+def _one_side(call: CallRecord, side: str) -> dict[str, Any]:
     """A call with no counterpart on the other side (``side``: where it is)."""
     other = "after" if side == "before" else "before"
     return {"what": _what(call), side: _brief(call), other: None, "worse": side == "after", "better": side == "before"}
@@ -192,8 +192,8 @@ def percentile(values: list[float], q: float) -> float | None:
     return ordered[max(0, math.ceil(q / 100 * len(ordered)) - 1)]
 
 
-def _latency(before: Iterable[dict[str, Any]], after: Iterable[dict[str, Any]], ratio: float) -> list[dict[str, Any]]:
-    def durations(calls: Iterable[dict[str, Any]]) -> dict[str, list[float]]:
+def _latency(before: Iterable[CallRecord], after: Iterable[CallRecord], ratio: float) -> list[dict[str, Any]]:
+    def durations(calls: Iterable[CallRecord]) -> dict[str, list[float]]:
         out: dict[str, list[float]] = {}
         for call in calls:
             if call["method"] == "tools/call" and call["tool"] and call["duration_ms"] is not None:

@@ -31,6 +31,7 @@ import jinja2
 
 from mcp_blackbox.analyzer.across.retries import RetryGroup
 from mcp_blackbox.analyzer.calls.anatomy import describe, ending
+from mcp_blackbox.analyzer.model.contract import ClientRecord
 from mcp_blackbox.analyzer.model.records import Call, Exchange
 from mcp_blackbox.analyzer.model.vocabulary import Flag, Outcome, Safety, is_failure, vocabulary_data
 from mcp_blackbox.analyzer.outputs.analysis import Analysis, analyze
@@ -38,7 +39,8 @@ from mcp_blackbox.analyzer.outputs.call_record import reason
 from mcp_blackbox.analyzer.read.extract import decode_body
 from mcp_blackbox.analyzer.read.load import LoadReport, read_exchanges
 from mcp_blackbox.analyzer.read.stdio_load import is_stdio_capture, stdio_exchanges
-from mcp_blackbox.analyzer.redaction.redact import redact_headers, redact_strings, redact_text, redact_url
+from mcp_blackbox.analyzer.redaction.records import redact_client
+from mcp_blackbox.analyzer.redaction.redact import redact_headers, redact_text, redact_url
 from mcp_blackbox.analyzer.review.captured import captured_facts
 from mcp_blackbox.analyzer.wire.inputs import expand_captures
 from mcp_blackbox.analyzer.wire.sse_framing import split_sse
@@ -148,7 +150,7 @@ def build_report(
         "lane_group_columns": LANE_GROUP_COLUMNS,
         "lane_groups": [[g["source"], table.index(g["lineage"])] for g in lane_groups],
         "client_columns": CLIENT_COLUMNS,
-        "clients": [[table.index(c[k]) for k in CLIENT_COLUMNS] for c in _clients(calls, clients, redact)],
+        "clients": [[table.index(c[k]) for k in CLIENT_COLUMNS] for c in _client_rows(calls, clients, redact)],
         "calls": rows,
         "aggregate_columns": AGGREGATE_COLUMNS,
         "aggregates": aggregates,
@@ -368,12 +370,17 @@ def _row(
     ]  # fmt: skip
 
 
-def _clients(calls: list[Call], clients: dict[str, int], redact: bool) -> list[dict[str, Any]]:
+def _client_rows(calls: list[Call], clients: dict[str, int], redact: bool) -> list[dict[str, Any]]:
+    """``_clients`` as plain mappings, for the page's columns."""
+    return [dict(record) for record in _clients(calls, clients, redact)]
+
+
+def _clients(calls: list[Call], clients: dict[str, int], redact: bool) -> list[ClientRecord]:
     """One record per client unit, in the order of ``clients``' indices (the rows refer to them)."""
     by_unit = {call.client.unit: call.client for call in calls if call.client is not None}
     records = [by_unit[unit].record() for unit in clients]
     # A User-Agent or clientInfo is the client's own text: redacted like the export's.
-    return [redact_strings(record) for record in records] if redact else records
+    return [redact_client(record) for record in records] if redact else records
 
 
 def _stderr_ticks(call: Call) -> list[int]:
