@@ -32,7 +32,7 @@ OBJECT: Final = "object"
 def column_kinds(record_type: type) -> dict[str, str | type[StrEnum]]:
     """Each field of a record type -> its column's kind: one of the names above, or the vocabulary
     (a ``StrEnum``) whose members are the column's categories."""
-    hints = typing.get_type_hints(record_type, vars(contract), include_extras=True)
+    hints = typing.get_type_hints(record_type, include_extras=True)  # resolved in the type's own module
     return {name: _kind(hint) for name, hint in hints.items()}
 
 
