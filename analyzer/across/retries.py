@@ -14,8 +14,9 @@ from __future__ import annotations
 import email.utils
 import itertools
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from mcp_blackbox.analyzer.across.clients import OPENING_METHODS
 from mcp_blackbox.analyzer.across.executions import Execution, execution, replayable
@@ -267,53 +268,70 @@ class Retries:
                 self.last_of_unit[call.client.unit] = call
 
     def _link(self, call: Call) -> None:
+        """``call`` joins the group of the attempt it repeats, if any, and the indexes a later one looks in."""
         assert call.request.facts is not None
-        latest, latest_tool, latest_probe, by_request_id = (
-            self.latest,
-            self.latest_tool,
-            self.latest_probe,
-            self.by_request_id,
-        )
-        key, unit_key = _key(call), _key(call, in_unit=True)
+        key, unit_key, request_id_key = _key(call), _key(call, in_unit=True), _request_id_key(call)
         self.history.add(call)
-        lineage = _lineage(call)
-        request_id_key = _request_id_key(call)
-        gateway_copy = by_request_id.get(request_id_key) if request_id_key else None
-        previous: Call | None
-        origin: Origin | None
-        if gateway_copy is not None and _gateway_may_resend(gateway_copy, call):
-            previous, origin = gateway_copy, _gateway_origin(gateway_copy, call)
-        else:
-            same = latest.get(unit_key) or latest.get(key)
-            previous, origin = _previous_attempt(call, same, latest_tool, latest_probe.get(lineage), self.history)
+        previous, origin = self._earlier_attempt(call, key, unit_key, request_id_key)
         if previous is not None and origin is not None:
-            group = self.by_call.get(id(previous))
-            if group is None or group.origin is RetryOrigin.TRANSPORT_RESUME:
-                group = self._new_group(origin[0], origin[1], previous)
-            elif group.origin != origin[0] and origin[0].retries_a_failure:
-                group.evidence.append(f"attempt {len(group.members) + 1} by {origin[0]}")
-            group.members.append(call)
-            group.links.append((origin[0], origin[1]))
-            group.confidence = Confidence.weakest(group.confidence, origin[1])
-            group.evidence.extend(origin[2])
-            self.by_call[id(call)] = group
-            group.is_failure_retry = group.is_failure_retry and origin[0].retries_a_failure
-            if origin[0] is RetryOrigin.PROTOCOL_FALLBACK:
-                # Negotiation is over: the same probe later (another client, a new session) starts anew.
-                latest.pop(_key(previous), None)
-                latest.pop(_key(previous, in_unit=True), None)
-                latest_probe.pop(lineage, None)
+            self._join(previous, call, origin)
+        self._remember(call, key, unit_key, request_id_key)
+
+    def _earlier_attempt(
+        self,
+        call: Call,
+        key: tuple[str, str, str, str],
+        unit_key: tuple[str, str, str, str],
+        request_id_key: tuple[str, str, str] | None,
+    ) -> tuple[Call | None, Origin | None]:
+        """The attempt ``call`` repeats, and (origin, confidence, evidence) of the repetition. A gateway's
+        re-send (the same X-Request-ID soon after an attempt that may have run) is asked first."""
+        gateway_copy = self.by_request_id.get(request_id_key) if request_id_key else None
+        if gateway_copy is not None and _gateway_may_resend(gateway_copy, call):
+            return gateway_copy, _gateway_origin(gateway_copy, call)
+        same = self.latest.get(unit_key) or self.latest.get(key)
+        return _previous_attempt(call, same, self.latest_tool, self.latest_probe.get(_lineage(call)), self.history)
+
+    def _join(self, previous: Call, call: Call, origin: Origin) -> None:
+        """``call`` becomes the next attempt in ``previous``'s group (a new one if ``previous`` has none, or
+        only a resumed stream's)."""
+        sender, confidence, evidence = origin
+        group = self.by_call.get(id(previous))
+        if group is None or group.origin is RetryOrigin.TRANSPORT_RESUME:
+            group = self._new_group(sender, confidence, previous)
+        elif group.origin != sender and sender.retries_a_failure:
+            group.evidence.append(f"attempt {len(group.members) + 1} by {sender}")
+        group.members.append(call)
+        group.links.append((sender, confidence))
+        group.confidence = Confidence.weakest(group.confidence, confidence)
+        group.evidence.extend(evidence)
+        self.by_call[id(call)] = group
+        group.is_failure_retry = group.is_failure_retry and sender.retries_a_failure
+        if sender is RetryOrigin.PROTOCOL_FALLBACK:
+            # Negotiation is over: the same probe later (another client, a new session) starts anew.
+            self.latest.pop(_key(previous), None)
+            self.latest.pop(_key(previous, in_unit=True), None)
+            self.latest_probe.pop(_lineage(call), None)
+
+    def _remember(
+        self,
+        call: Call,
+        key: tuple[str, str, str, str],
+        unit_key: tuple[str, str, str, str],
+        request_id_key: tuple[str, str, str] | None,
+    ) -> None:
+        """``call`` in the indexes a later attempt of it is looked up by, or out of them."""
         # Only a request that did not succeed can be retried: keep those, so the index stays small.
         if is_failure(call.outcome):
-            latest[key] = latest[unit_key] = call
+            self.latest[key] = self.latest[unit_key] = call
         else:
-            latest.pop(key, None)
-            latest.pop(unit_key, None)
+            self.latest.pop(key, None)
+            self.latest.pop(unit_key, None)
         # Only an attempt that may have run can be re-sent by a gateway: keep those, so the index stays small.
         if request_id_key and execution(call) is Execution.MAYBE:
-            by_request_id[request_id_key] = call
+            self.by_request_id[request_id_key] = call
         elif request_id_key:
-            by_request_id.pop(request_id_key, None)
+            self.by_request_id.pop(request_id_key, None)
         if call.tool:
             # What a later call of the tool needs to know: its lineage's last call asked for input (an MRTR
             # round follows), its unit's last call answered isError (an agent re-calls). Only those are kept.
@@ -322,11 +340,11 @@ class Retries:
                 (_tool_key(call, True), Outcome.TOOL_ERROR),
             ):
                 if call.outcome == outcome:
-                    latest_tool[tool_key] = call
+                    self.latest_tool[tool_key] = call
                 else:
-                    latest_tool.pop(tool_key, None)
+                    self.latest_tool.pop(tool_key, None)
         if _is_refused_probe(call):
-            latest_probe[lineage] = call
+            self.latest_probe[_lineage(call)] = call
 
     def settle(self, before: float) -> list[RetryGroup]:
         """The groups whose attempts all started before ``before``, with their safety judged, in the order
@@ -511,67 +529,226 @@ def _within_window(before: Call, call: Call, window: float = RETRY_WINDOW) -> bo
     return 0 <= call.request.t - (before.t_end or before.request.t) <= window
 
 
-def _origin(before: Call, call: Call, history: _History) -> Origin | None:
-    a, b = before.exchange, call.exchange
-    delay = call.request.t - (before.t_end or before.request.t)
-    same_id = before.request.key_id == call.request.key_id
-    id_text = "same JSON-RPC id" if same_id else f"new id {call.request.id!r} (was {before.request.id!r})"
-    session = _session_change(a, b) if before.scope != call.scope else "same session"
+@dataclass(frozen=True)
+class _Repeat:
+    """A request sent again after ``before`` failed, within the window: what the origin rules read."""
+
+    before: Call
+    call: Call
+    history: _History
+
+    @property
+    def delay(self) -> float:
+        """Seconds from the failure being visible to the client to the request sent again."""
+        return self.call.request.t - (self.before.t_end or self.before.request.t)
+
+    @property
+    def same_id(self) -> bool:
+        return self.before.request.key_id == self.call.request.key_id
+
+    @property
+    def same_scope(self) -> bool:
+        return self.before.scope == self.call.scope
+
+    @property
+    def envoy_attempts(self) -> str | None:
+        """Envoy's own count of the attempts it made, as sent (x-envoy-attempt-count)."""
+        return self.call.exchange.request_headers.get("x-envoy-attempt-count")
+
+    @property
+    def joined(self) -> str:
+        """How the two units are known to be one client's, for the evidence."""
+        return self.call.client.joined if self.call.client is not None else "the same client"
+
+    @property
+    def unit_kind(self) -> str:
+        return "session" if self.call.client is not None and self.call.client.unit_is_session else "connection"
+
+    @property
+    def backoff_note(self) -> str:
+        backoff = next((d for d in BACKOFF_DELAYS if abs(self.delay - d) < 0.2 * d), None)
+        return f" (matches a {backoff:.0f} s backoff step)" if backoff else ""
+
+
+def _what_was_repeated(repeat: _Repeat) -> str:
+    """The evidence every link starts with: the failure, the delay, and what stayed the same."""
+    a, b = repeat.before.exchange, repeat.call.exchange
+    before, call = repeat.before, repeat.call
+    id_text = "same JSON-RPC id" if repeat.same_id else f"new id {call.request.id!r} (was {before.request.id!r})"
+    session = "same session" if repeat.same_scope else _session_change(a, b)
     connection = "same connection" if a.client_conn == b.client_conn else "a new connection"
     if a.stdio is not None or b.stdio is not None:  # pipes: a run of the server, no connection
         connection = "the same server process" if a.stdio is b.stdio else "another run of the server"
-    evidence = [
-        f"{before.outcome} ({_carried(a)}), then the same request {delay:.2f} s later: {id_text}, "
+    return (
+        f"{before.outcome} ({_carried(a)}), then the same request {repeat.delay:.2f} s later: {id_text}, "
         f"{session}, {connection}"
-    ]
-    attempts = b.request_headers.get("x-envoy-attempt-count")
-    if attempts and attempts.strip().isascii() and attempts.strip().isdigit() and int(attempts) > 1:
-        return RetryOrigin.PROXY, Confidence.HIGH, [*evidence, f"x-envoy-attempt-count: {attempts}"]
-    credentials = b.request_headers.get("authorization")
-    if a.status in (401, 403) and credentials is not None and credentials != a.request_headers.get("authorization"):
-        # Only new credentials make it an auth retry: the same request refused again, or an unconditional
-        # probe after a 403 for another reason (a foreign Origin), is not one.
-        confidence = Confidence.HIGH if same_id else Confidence.MEDIUM
-        return RetryOrigin.AUTH_RETRY, confidence, [*evidence, "credentials added or changed after 401/403"]
-    if same_id and before.scope == call.scope and delay < PROXY_GAP:
-        why = "byte-identical re-send within 0.5 s: a gateway's copy"
-        return RetryOrigin.PROXY, Confidence.MEDIUM, [*evidence, why]
-    if a.status == 404 and a.session_id and before.scope != call.scope:
-        return RetryOrigin.SESSION_REINIT, Confidence.HIGH, [*evidence, "404 on the session, then a fresh initialize"]
-    if delay > MANUAL_GAP:
-        return RetryOrigin.MANUAL, Confidence.LOW, [*evidence, f"after {delay:.0f} s: a person, not a loop"]
-    if before.outcome == Outcome.TOOL_ERROR and _same_unit(before, call):
-        return RetryOrigin.AGENT_RETRY, Confidence.MEDIUM, [*evidence, "after isError, the same tool call again"]
-    backoff = next((d for d in BACKOFF_DELAYS if abs(delay - d) < 0.2 * d), None)
-    note = f" (matches a {backoff:.0f} s backoff step)" if backoff else ""
-    evidence.append(f"the application sent it again{note}")
-    if _same_unit(before, call):
-        # Within one session (or connection) the sender is certain; a new id says it is no gateway's copy.
-        return RetryOrigin.APP_RETRY, Confidence.HIGH if not same_id else Confidence.MEDIUM, evidence
-    # Another unit of the same client. A connection outside sessions that did not open with a negotiation is
-    # only another of the pool's. A fresh session (or a stateless run's own connection) is a new start: an
-    # application loop that starts over re-runs the calls that led to the failure, while a lone identical
-    # request may as well be the client's next run or a test suite's next case, which the capture cannot
-    # tell from a retry: it is noted on the call, not linked.
-    joined = call.client.joined if call.client is not None else "the same client"
-    if not _opened_anew(call):
-        if history.crowded(before, call):
-            return None  # identical requests from other connections of the lineage in between
-        return RetryOrigin.APP_RETRY, Confidence.MEDIUM, [*evidence, f"on another connection ({joined})"]
-    if call.method in OPENING_METHODS:
-        # The client never got in: opening again is its next attempt, not a next run.
-        return RetryOrigin.APP_RETRY, Confidence.MEDIUM, [*evidence, f"opening anew ({joined})"]
-    unit_kind = "session" if call.client is not None and call.client.unit_is_session else "connection"
-    if history.reruns(before, call):
-        rerun = f"on a fresh {unit_kind} ({joined}) that first re-ran the calls before the failed one"
-        return RetryOrigin.APP_RETRY, Confidence.MEDIUM, [*evidence, rerun]
-    call.evidence = (
-        *call.evidence,
-        f"not linked as a retry: {before.call_id} sent the same request {delay:.2f} s earlier from the same client's "
-        f"previous {unit_kind} and got {before.outcome}; a lone identical request on a new {unit_kind} may be a new "
-        "one (the next run, a test's next case)",
     )
-    return None
+
+
+def _envoy_counted_attempt(repeat: _Repeat) -> bool:
+    """Envoy numbers the attempts it makes itself: past the first, the copy is the gateway's."""
+    attempts = repeat.envoy_attempts
+    if not attempts:
+        return False
+    return attempts.strip().isascii() and attempts.strip().isdigit() and int(attempts) > 1
+
+
+def _new_credentials_after_refusal(repeat: _Repeat) -> bool:
+    """Only new credentials make it an auth retry: the same request refused again, or an unconditional
+    probe after a 403 for another reason (a foreign Origin), is not one."""
+    a, b = repeat.before.exchange, repeat.call.exchange
+    credentials = b.request_headers.get("authorization")
+    return a.status in (401, 403) and credentials is not None and credentials != a.request_headers.get("authorization")
+
+
+def _identical_at_once(repeat: _Repeat) -> bool:
+    """The same id in the same session sooner than a client would retry: a gateway re-sends that fast."""
+    return repeat.same_id and repeat.same_scope and repeat.delay < PROXY_GAP
+
+
+def _fresh_session_after_404(repeat: _Repeat) -> bool:
+    """The server forgot the session (404), and the request came again in another one."""
+    a = repeat.before.exchange
+    return a.status == 404 and bool(a.session_id) and not repeat.same_scope
+
+
+def _after_manual_gap(repeat: _Repeat) -> bool:
+    return repeat.delay > MANUAL_GAP
+
+
+def _tool_error_in_same_unit(repeat: _Repeat) -> bool:
+    return repeat.before.outcome == Outcome.TOOL_ERROR and _same_unit(repeat.before, repeat.call)
+
+
+def _in_same_unit(repeat: _Repeat) -> bool:
+    return _same_unit(repeat.before, repeat.call)
+
+
+def _on_pool_connection(repeat: _Repeat) -> bool:
+    """Another connection, outside sessions, that did not open with a negotiation: only another of the
+    client's pool, not a new start."""
+    return not _opened_anew(repeat.call)
+
+
+def _on_crowded_pool_connection(repeat: _Repeat) -> bool:
+    """On a pool connection, with identical requests from other connections of the lineage in between:
+    which client re-sent cannot be told."""
+    return _on_pool_connection(repeat) and repeat.history.crowded(repeat.before, repeat.call)
+
+
+def _opening_again(repeat: _Repeat) -> bool:
+    """The client never got in: opening again is its next attempt, not a next run."""
+    return repeat.call.method in OPENING_METHODS
+
+
+def _reran_calls_before_failure(repeat: _Repeat) -> bool:
+    """An application loop that starts over re-runs the calls that led to the failure."""
+    return repeat.history.reruns(repeat.before, repeat.call)
+
+
+def _lone_request_on_new_unit(repeat: _Repeat) -> bool:
+    """What is left (the last rule, so it always applies): a lone identical request on a fresh unit, which
+    may as well be the client's next run or a test suite's next case; the capture cannot tell it from a
+    retry."""
+    return True
+
+
+def _surer_with_same_id(repeat: _Repeat) -> Confidence:
+    """New credentials under the same id: the client re-sent that very request."""
+    return Confidence.HIGH if repeat.same_id else Confidence.MEDIUM
+
+
+def _surer_with_new_id(repeat: _Repeat) -> Confidence:
+    """Within one session (or connection) the sender is certain; a new id says it is no gateway's copy."""
+    return Confidence.HIGH if not repeat.same_id else Confidence.MEDIUM
+
+
+class _Rule(NamedTuple):
+    """If ``applies``, the request was sent again by ``origin``, as sure as ``confidence``, because ``why``."""
+
+    applies: Callable[[_Repeat], bool]
+    # None, with confidence None (confidence "none" in docs/ARCHITECTURE.md): not linked as a retry, and
+    # ``why`` goes on the later call's own evidence instead.
+    origin: RetryOrigin | None
+    confidence: Confidence | Callable[[_Repeat], Confidence] | None
+    # The evidence after _what_was_repeated: str.format templates of ``r``, the _Repeat.
+    why: tuple[str, ...]
+
+
+_SENT_AGAIN = "the application sent it again{r.backoff_note}"
+
+# Who repeated a failed request: the first rule that applies answers, so a rule is only asked when every
+# rule above it did not apply. Signs that name the sender (a gateway's header, new credentials, a copy too
+# fast for a client, the server's lost session) come before the delay and the units it was sent from.
+_ORIGIN_RULES: tuple[_Rule, ...] = (
+    _Rule(_envoy_counted_attempt, RetryOrigin.PROXY, Confidence.HIGH, ("x-envoy-attempt-count: {r.envoy_attempts}",)),
+    _Rule(
+        _new_credentials_after_refusal,
+        RetryOrigin.AUTH_RETRY,
+        _surer_with_same_id,
+        ("credentials added or changed after 401/403",),
+    ),
+    _Rule(
+        _identical_at_once,
+        RetryOrigin.PROXY,
+        Confidence.MEDIUM,
+        ("byte-identical re-send within 0.5 s: a gateway's copy",),
+    ),
+    _Rule(
+        _fresh_session_after_404,
+        RetryOrigin.SESSION_REINIT,
+        Confidence.HIGH,
+        ("404 on the session, then a fresh initialize",),
+    ),
+    _Rule(_after_manual_gap, RetryOrigin.MANUAL, Confidence.LOW, ("after {r.delay:.0f} s: a person, not a loop",)),
+    _Rule(
+        _tool_error_in_same_unit,
+        RetryOrigin.AGENT_RETRY,
+        Confidence.MEDIUM,
+        ("after isError, the same tool call again",),
+    ),
+    # From here on the application sent it again; which unit it came from says how sure that is.
+    _Rule(_in_same_unit, RetryOrigin.APP_RETRY, _surer_with_new_id, (_SENT_AGAIN,)),
+    # Another unit of the same client: another connection of its pool, or a new start (a fresh session, a
+    # stateless run's own connection) that is a retry only if it starts over or never got in.
+    _Rule(_on_crowded_pool_connection, None, None, ()),  # not linked, and nothing to say on the call
+    _Rule(
+        _on_pool_connection,
+        RetryOrigin.APP_RETRY,
+        Confidence.MEDIUM,
+        (_SENT_AGAIN, "on another connection ({r.joined})"),
+    ),
+    _Rule(_opening_again, RetryOrigin.APP_RETRY, Confidence.MEDIUM, (_SENT_AGAIN, "opening anew ({r.joined})")),
+    _Rule(
+        _reran_calls_before_failure,
+        RetryOrigin.APP_RETRY,
+        Confidence.MEDIUM,
+        (_SENT_AGAIN, "on a fresh {r.unit_kind} ({r.joined}) that first re-ran the calls before the failed one"),
+    ),
+    _Rule(
+        _lone_request_on_new_unit,
+        None,
+        None,
+        (
+            "not linked as a retry: {r.before.call_id} sent the same request {r.delay:.2f} s earlier from the same "
+            "client's previous {r.unit_kind} and got {r.before.outcome}; a lone identical request on a new "
+            "{r.unit_kind} may be a new one (the next run, a test's next case)",
+        ),
+    ),
+)
+
+
+def _origin(before: Call, call: Call, history: _History) -> Origin | None:
+    """Who sent ``call`` again after ``before`` failed, how sure, and why (_ORIGIN_RULES); None: not linked."""
+    repeat = _Repeat(before, call, history)
+    rule = next(rule for rule in _ORIGIN_RULES if rule.applies(repeat))  # the last rule always applies
+    why = [line.format(r=repeat) for line in rule.why]
+    if rule.origin is None or rule.confidence is None:
+        if why:  # a call's evidence may still be the list it was made with: leave it as it is
+            call.evidence = (*call.evidence, *why)
+        return None
+    confidence = rule.confidence if isinstance(rule.confidence, Confidence) else rule.confidence(repeat)
+    return rule.origin, confidence, [_what_was_repeated(repeat), *why]
 
 
 def _opened_anew(call: Call) -> bool:
