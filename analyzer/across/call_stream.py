@@ -22,6 +22,7 @@ from mcp_blackbox.analyzer.across.executions import Duplicates
 from mcp_blackbox.analyzer.across.retries import RETRY_WINDOW, Retries, add_gateway_services
 from mcp_blackbox.analyzer.calls.classify import CaptureFacts, apply_verdict
 from mcp_blackbox.analyzer.calls.pair import Pairer, legacy_session_of_endpoint, scope_of
+from mcp_blackbox.analyzer.model.contract import DuplicateRecord, RetryGroupRecord
 from mcp_blackbox.analyzer.model.records import C2S, S2C, Call, Exchange, Message
 from mcp_blackbox.analyzer.model.vocabulary import Flag, Outcome, RetryOrigin
 from mcp_blackbox.analyzer.read.decode import Decoded
@@ -312,9 +313,9 @@ class Settled:
     are gone."""
 
     origin: RetryOrigin | None
-    recorded: dict[str, Any]
+    recorded: RetryGroupRecord | DuplicateRecord
 
-    def record(self) -> dict[str, Any]:
+    def record(self) -> RetryGroupRecord | DuplicateRecord:
         return self.recorded
 
 

@@ -15,9 +15,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any
 
 from mcp_blackbox.analyzer.calls.classify import CaptureFacts
+from mcp_blackbox.analyzer.model.contract import DuplicateRecord
 from mcp_blackbox.analyzer.model.records import Call
 from mcp_blackbox.analyzer.model.vocabulary import ANSWERED_WRONGLY, EFFECTS_UNKNOWN, Flag, Outcome
 
@@ -61,7 +61,7 @@ class DuplicateExecution:
     lineage: str
     calls: tuple[Call, ...]  # every execution that ran or may have, in order
 
-    def record(self) -> dict[str, Any]:
+    def record(self) -> DuplicateRecord:
         return {
             "tool": self.tool,
             "arguments_digest": self.arguments_digest,

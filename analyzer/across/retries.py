@@ -21,6 +21,7 @@ from typing import Any, NamedTuple
 from mcp_blackbox.analyzer.across.clients import OPENING_METHODS
 from mcp_blackbox.analyzer.across.executions import Execution, execution, replayable
 from mcp_blackbox.analyzer.calls.classify import CaptureFacts
+from mcp_blackbox.analyzer.model.contract import RetryGroupRecord
 from mcp_blackbox.analyzer.model.records import C2S, Call, Exchange
 from mcp_blackbox.analyzer.model.slim import RequestFacts
 from mcp_blackbox.analyzer.model.vocabulary import (
@@ -154,7 +155,7 @@ class RetryGroup:
     safety: Safety = Safety.SAFE
     may_have_run_twice: bool = False
 
-    def record(self) -> dict[str, Any]:
+    def record(self) -> RetryGroupRecord:
         first, last = self.members[0], self.members[-1]
         end = max((m.request.t for m in self.members), default=first.request.t)
         last_end = last.t_end or end

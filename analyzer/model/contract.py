@@ -111,8 +111,8 @@ class RetryGroupRecord(TypedDict):
 
 
 class DuplicateRecord(TypedDict):
-    tool: str | None
-    arguments_digest: str | None
+    tool: str
+    arguments_digest: str
     lineage: str
     calls: list[str]
     executions: list[str]

@@ -22,7 +22,7 @@ from collections.abc import Iterator, Sequence
 from typing import IO, TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from mcp_blackbox.analyzer.model.contract import CallRecord
+from mcp_blackbox.analyzer.model.contract import CallRecord, ClientRecord, EndingRecord
 from mcp_blackbox.analyzer.model.records import C2S, STDIO_SCHEME, Call
 from mcp_blackbox.analyzer.model.vocabulary import Outcome
 from mcp_blackbox.analyzer.outputs.analysis import Analysis
@@ -109,6 +109,17 @@ def span_name(record: CallRecord) -> str:
     return f"{method} {target}" if target else method
 
 
+def _client_facts(client: ClientRecord | None) -> tuple[str | None, ...]:
+    """The client's unit, lineage, address, clientInfo and User-Agent; all None when the call has no client."""
+    if client is None:
+        return (None,) * 5
+    return client["unit"], client["lineage"], client["address"], client["client_info"], client["user_agent"]
+
+
+def _ended_by(ending: EndingRecord | None) -> str | None:
+    return ending["ended_by"] if ending is not None else None
+
+
 def span_attributes(call: Call, record: CallRecord) -> dict[str, Any]:
     """The MCP semantic conventions' attributes, then mcp.blackbox.* for the verdict and its context."""
     exchange = call.exchange
@@ -117,7 +128,7 @@ def span_attributes(call: Call, record: CallRecord) -> dict[str, Any]:
         port = address.port
     except ValueError:  # a captured host that urllib cannot read
         port = None
-    client, anatomy = record["client"], record["ending"]
+    unit, lineage, address_of_client, client_info, user_agent = _client_facts(record["client"])
     failed = error_type(record)
     attributes: dict[str, Any] = {
         "mcp.method.name": record["method"],
@@ -137,7 +148,7 @@ def span_attributes(call: Call, record: CallRecord) -> dict[str, Any]:
         "http.request.method": exchange.method,
         "http.response.status_code": record["http_status"],
         "url.full": redact_url(exchange.url),
-        "user_agent.original": client["user_agent"] if client else None,
+        "user_agent.original": user_agent,
         "mcp.blackbox.call_id": record["call_id"],
         "mcp.blackbox.outcome": record["outcome"],
         "mcp.blackbox.layer": record["layer"],
@@ -155,11 +166,11 @@ def span_attributes(call: Call, record: CallRecord) -> dict[str, Any]:
         "mcp.blackbox.retry.attempt": record["attempt"] if record["retry_group"] else None,
         "mcp.blackbox.retry.origin": record["retry_origin"],
         "mcp.blackbox.retry.confidence": record["retry_confidence"],
-        "mcp.blackbox.client.unit": client["unit"] if client else None,
-        "mcp.blackbox.client.lineage": client["lineage"] if client else None,
-        "mcp.blackbox.client.address": client["address"] if client else None,
-        "mcp.blackbox.client.info": client["client_info"] if client else None,
-        "mcp.blackbox.ending.ended_by": anatomy["ended_by"] if anatomy else None,
+        "mcp.blackbox.client.unit": unit,
+        "mcp.blackbox.client.lineage": lineage,
+        "mcp.blackbox.client.address": address_of_client,
+        "mcp.blackbox.client.info": client_info,
+        "mcp.blackbox.ending.ended_by": _ended_by(record["ending"]),
     }
     if exchange.stdio is not None:
         # A stdio server's pipes: the conventions' network.transport "pipe"; no HTTP, no address (ours: the

@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from mcp_blackbox.analyzer.calls.anatomy import describe
-from mcp_blackbox.analyzer.model.contract import CallRecord
+from mcp_blackbox.analyzer.model.contract import CallRecord, RetryGroupRecord
 from mcp_blackbox.analyzer.model.vocabulary import DOUBTED_SUCCESS, Layer, RetryOrigin, Safety, is_failure
 from mcp_blackbox.analyzer.outputs.analysis import Analysis
 from mcp_blackbox.analyzer.outputs.export import iter_records
@@ -124,11 +124,11 @@ def _doubted(records: list[CallRecord]) -> list[str]:
     return lines + _more(len(doubted)) + [""]
 
 
-def _retries(groups: list[dict[str, Any]]) -> list[str]:
+def _retries(groups: list[RetryGroupRecord]) -> list[str]:
     lines = ["## Retries and who made them", ""]
     if not groups:
         return [*lines, "No call was sent again.", ""]
-    by_origin: dict[str, list[dict[str, Any]]] = {}
+    by_origin: dict[str, list[RetryGroupRecord]] = {}
     for group in groups:
         by_origin.setdefault(group["origin"], []).append(group)
     lines += ["| origin | chains | confidence | meaning |", "|---|---:|---|---|"]
@@ -165,7 +165,7 @@ def _duplicates(analysis: Analysis) -> list[str]:
     return lines + _more(len(duplicates)) + [""]
 
 
-def _unsafe(groups: list[dict[str, Any]]) -> list[str]:
+def _unsafe(groups: list[RetryGroupRecord]) -> list[str]:
     lines = ["## Unsafe replays", ""]
     unsafe = [g for g in groups if Safety(g["safety"]).is_unsafe]
     if not unsafe:

@@ -29,7 +29,6 @@ from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:
@@ -37,6 +36,7 @@ if str(REPO) not in sys.path:
 
 
 from mcp_blackbox.analyzer import analyze  # noqa: E402
+from mcp_blackbox.analyzer.model.contract import CallRecord  # noqa: E402
 from tests.truth.harness import read_flows, read_relabels, tools_call  # noqa: E402
 from tests.truth.labels import Label  # noqa: E402
 
@@ -109,14 +109,14 @@ def scored_calls(path: Path) -> list[ScoredCall]:
         label = labels.pop(flow_id, None) if flow_id else None
         if label is None:
             raise CorpusMismatch(f"{path.name}:{record['call_id']} (flow {flow_id}) is a tools/call without a label")
-        out.append(_scored(path.name, record, label, group_evidence.get(record["retry_group"], ())))
+        out.append(_scored(path.name, record, label, group_evidence.get(record["retry_group"] or "", ())))
     if labels:
         keys = sorted(label.key for label in labels.values())
         raise CorpusMismatch(f"{path.name}: labelled requests that are the first exchange of no call: {keys}")
     return out
 
 
-def _scored(capture: str, record: dict[str, Any], label: Label, link_evidence: tuple[str, ...]) -> ScoredCall:
+def _scored(capture: str, record: CallRecord, label: Label, link_evidence: tuple[str, ...]) -> ScoredCall:
     return ScoredCall(
         capture=capture,
         call_id=record["call_id"],
