@@ -8,7 +8,7 @@ from mcp_blackbox.analyzer.model.records import Call
 from mcp_blackbox.analyzer.model.vocabulary import Outcome
 from mcp_blackbox.analyzer.outputs.wallclock import iso_utc
 
-COLUMNS = CALL_COLUMNS  # the CSV's and the frame's columns: CallRecord's keys, in order
+COLUMNS = list(CALL_COLUMNS)  # the CSV's and the frame's columns: CallRecord's keys, in order
 STDERR_LIMIT = 50  # stderr lines a call's record carries (the first ones: an exception's start is there)
 
 
