@@ -29,26 +29,34 @@ PROXY_WORDS = ("connect call failed", "connection refused", "name or service not
 
 def ending(call: Call) -> EndingRecord | None:
     """The anatomy of a request that got no JSON-RPC answer before it ended; None for the others."""
-    if call.request.kind != "request" or call.direction != C2S:
-        return None
-    answer = next((m for m in call.responses if m.kind in ("result", "error")), None)
-    if answer is not None and (call.cancelled_at is None or answer.t <= call.cancelled_at):
+    if call.request.kind != "request" or call.direction != C2S or _answered_in_time(call):
         return None
     exchange = call.exchange
     start = call.request.t
     how, at, detail = _how_it_ended(call, exchange)
-    sent = [m for m in call.notifications if m.direction != C2S and (at is None or m.t <= at)]
-    progress = sum(1 for m in sent if m.method == PROGRESS)
     return EndingRecord(
         reached_server_ms=_ms(exchange.t_response, start),
-        server_sent=ServerSent(
-            progress=progress,
-            other_notifications=len(sent) - progress,
-            last_ms=_ms(max((m.t for m in sent), default=None), start),
-        ),
+        server_sent=_server_sent(call, at, start),
         ended_by=how.value,
         waited_ms=_ms(at, start),  # till the end: the cancel, the close, the status, the capture's end
         detail=detail,
+    )
+
+
+def _answered_in_time(call: Call) -> bool:
+    """A result or an error came, and not after the client's cancel."""
+    answer = next((m for m in call.responses if m.kind in ("result", "error")), None)
+    return answer is not None and (call.cancelled_at is None or answer.t <= call.cancelled_at)
+
+
+def _server_sent(call: Call, at: float | None, start: float) -> ServerSent:
+    """The notifications the server sent on the call up to its end (``at``; all of them if it has none)."""
+    sent = [m for m in call.notifications if m.direction != C2S and (at is None or m.t <= at)]
+    progress = sum(1 for m in sent if m.method == PROGRESS)
+    return ServerSent(
+        progress=progress,
+        other_notifications=len(sent) - progress,
+        last_ms=_ms(max((m.t for m in sent), default=None), start),
     )
 
 

@@ -109,10 +109,10 @@ def _classify_request(call: Call, facts: CaptureFacts, evidence: list[str]) -> V
         evidence.append(f"HTTP {exchange.status}")
         if exchange.content_type:
             evidence.append(f"content-type {exchange.content_type}")
-    if exchange.status is not None and not 200 <= exchange.status < 300:
-        return _classify_http_error(call, exchange.status, facts, evidence)
+        if not 200 <= exchange.status < 300:
+            return _classify_http_error(call, exchange.status, facts, evidence)
     answer = _final_answer(call, evidence)
-    if _body_cut(exchange) and (answer is None or (answer.kind == "invalid" and answer.exchange is exchange)):
+    if _cut_before_an_answer(exchange, answer):
         # Headers came, then the connection ended before the declared body did: a transfer cut, not a
         # server that wrote bad JSON (the bytes that came are partial by the transfer's own account).
         evidence.append(f"the response body was cut: {exchange.error}")
@@ -120,6 +120,11 @@ def _classify_request(call: Call, facts: CaptureFacts, evidence: list[str]) -> V
     if answer is None:
         return _classify_unanswered(call, facts, evidence)
     return _classify_answer(call, answer, facts, evidence, _answer_flags(call, answer, evidence))
+
+
+def _cut_before_an_answer(exchange: Exchange, answer: Message | None) -> bool:
+    """The body was cut in transfer before an answer was read from it: none came, or only this cut body, unreadable."""
+    return _body_cut(exchange) and (answer is None or (answer.kind == "invalid" and answer.exchange is exchange))
 
 
 def _classify_answer(
@@ -155,27 +160,37 @@ def _after_cancel(call: Call, verdict: Verdict) -> Verdict:
     if cancelled_at is None:
         return verdict
     answer = call.responses[0] if call.responses else None
-    answered_late = answer is not None and answer.t > cancelled_at and answer.kind in ("result", "error")
-    exchange = call.exchange
-    # When the transport failed or the server answered wrongly: after the cancel, the client had given up.
-    failed_at = answer.t if answer is not None else (exchange.t_response or exchange.t_error)
-    faulted_late = failed_at is not None and failed_at > cancelled_at
+    late_answer = _answer_after(answer, cancelled_at)
     unanswered = verdict.outcome in (Outcome.NO_RESPONSE, Outcome.STREAM_INCOMPLETE)
-    if not (answered_late or unanswered or faulted_late):
+    if late_answer is None and not unanswered and not _failed_after(call, answer, cancelled_at):
         return verdict
     evidence = [
         *verdict.evidence,
         f"the client sent notifications/cancelled {cancelled_at - call.request.t:.2f} s after the request",
     ]
     flags = list(verdict.flags)
-    if answer is not None and answered_late:
-        late = f"{answer.t - cancelled_at:.2f} s after the cancel"
-        if answer.kind == "result":
+    if late_answer is not None:
+        late = f"{late_answer.t - cancelled_at:.2f} s after the cancel"
+        if late_answer.kind == "result":
             evidence.append(f"the result arrived {late}: the server did the work anyway")
             flags.append(Flag.ANSWERED_AFTER_CANCEL)
         else:
             evidence.append(f"the error arrived {late}")
     return Verdict(Outcome.CANCELLED, evidence, flags, verdict.error_code, verdict.error_message)
+
+
+def _answer_after(answer: Message | None, cancelled_at: float) -> Message | None:
+    """The call's first response when it is a result or an error that came after the cancel."""
+    if answer is not None and answer.t > cancelled_at and answer.kind in ("result", "error"):
+        return answer
+    return None
+
+
+def _failed_after(call: Call, answer: Message | None, cancelled_at: float) -> bool:
+    """Whether the transport failed or the server answered wrongly after the cancel: the client had given up."""
+    exchange = call.exchange
+    failed_at = answer.t if answer is not None else (exchange.t_response or exchange.t_error)
+    return failed_at is not None and failed_at > cancelled_at
 
 
 def _classify_notification(exchange: Exchange, evidence: list[str]) -> Verdict:
@@ -249,37 +264,47 @@ def _answer_flags(call: Call, answer: Message, evidence: list[str]) -> list[Flag
 
 
 def _classify_unanswered(call: Call, facts: CaptureFacts, evidence: list[str]) -> Verdict:
+    """No JSON-RPC answer: a response with another id, an event stream that ended without one, a 202 whose
+    answer never came on a stream, or a body with none in it."""
     exchange = call.exchange
     if call.stray:
         stray = call.stray[0]
         evidence.append(f"response id {stray.id!r} does not match request id {call.request.id!r}")
         return Verdict(Outcome.INVALID_ENVELOPE, evidence)
     if exchange.is_event_stream:
-        events = sum(1 for n in call.notifications if n.exchange is exchange)
-        evidence.append(f"{events} events, no final response")
-        stream = exchange.stream
-        if stream is not None:
-            why = f" ({stream['error']})" if stream.get("error") else ""
-            evidence.append(f"stream ended: {stream.get('ended')}{why}")
-            if stream.get("ended") in RESET_SIDES:
-                evidence.append(RESET_SIDES[stream["ended"]])
-        elif exchange.error:
-            evidence.append(f"stream ended: {exchange.error}")
-        else:
-            evidence.append("capture without the addon: how the stream ended is not recorded")
-    elif exchange.status == 202:
-        evidence.append("202 Accepted; the answer never arrived on a stream" + CAPTURE_WIDE)
-    else:
-        evidence.append("no JSON-RPC response in the body")
-    if protocol_version(call, facts) == MODERN and exchange.is_event_stream:
-        evidence.append("2026-07-28: a closed stream cancels the request (cancellation or loss)")
-    elif exchange.is_event_stream:
-        evidence.append("not resumed later" + CAPTURE_WIDE)
-    if exchange.is_event_stream:
-        return Verdict(Outcome.STREAM_INCOMPLETE, evidence)
+        return _unanswered_stream(call, facts, evidence)
     if exchange.status == 202:
+        evidence.append("202 Accepted; the answer never arrived on a stream" + CAPTURE_WIDE)
         return Verdict(Outcome.NO_RESPONSE, evidence)
+    evidence.append("no JSON-RPC response in the body")
     return Verdict(Outcome.MALFORMED_JSON, evidence)
+
+
+def _unanswered_stream(call: Call, facts: CaptureFacts, evidence: list[str]) -> Verdict:
+    """An event stream that ended without the answer: its events, how it ended, and whether it could be resumed."""
+    exchange = call.exchange
+    events = sum(1 for n in call.notifications if n.exchange is exchange)
+    evidence.append(f"{events} events, no final response")
+    evidence.extend(_how_stream_ended(exchange))
+    if protocol_version(call, facts) == MODERN:
+        evidence.append("2026-07-28: a closed stream cancels the request (cancellation or loss)")
+    else:
+        evidence.append("not resumed later" + CAPTURE_WIDE)
+    return Verdict(Outcome.STREAM_INCOMPLETE, evidence)
+
+
+def _how_stream_ended(exchange: Exchange) -> list[str]:
+    """The addon's record of the stream's end (and which side reset it); without one, the connection's error."""
+    stream = exchange.stream
+    if stream is None:
+        if exchange.error:
+            return [f"stream ended: {exchange.error}"]
+        return ["capture without the addon: how the stream ended is not recorded"]
+    why = f" ({stream['error']})" if stream.get("error") else ""
+    lines = [f"stream ended: {stream.get('ended')}{why}"]
+    if stream.get("ended") in RESET_SIDES:
+        lines.append(RESET_SIDES[stream["ended"]])
+    return lines
 
 
 def _classify_tool_result(
@@ -328,18 +353,26 @@ def _success_flags(call: Call, result: ResultShape, facts: CaptureFacts, evidenc
         evidence.append(f"isError false, but the content reads like an error: {(result.first_text or '')[:80]!r}")
         flags.append(Flag.SUSPECT_SOFT_ERROR)
     schema = (facts.tools.get(call.tool or "") or {}).get("outputSchema")
-    if isinstance(schema, dict) and result.structured is OMITTED:
+    if isinstance(schema, dict):
+        flags.extend(_output_schema_flags(result, schema, evidence))
+    return flags
+
+
+def _output_schema_flags(result: ResultShape, schema: dict[str, Any], evidence: list[str]) -> list[Flag]:
+    """The structuredContent checked against the tool's outputSchema (from tools/list)."""
+    if result.structured is OMITTED:
         evidence.append("structuredContent too large to check against the outputSchema")
-    elif isinstance(schema, dict):
-        if result.structured is MISSING:
-            check = SchemaCheck(problems=("no structuredContent",))
-        else:
-            check = check_structured_content(result.structured, schema)
-        if check.problems:
-            evidence.append(f"structuredContent breaks the tool's outputSchema: {'; '.join(check.problems)}")
-            flags.append(Flag.OUTPUT_SCHEMA_VIOLATION)
-        if check.unchecked is not None:
-            evidence.append(f"structuredContent not checked against the outputSchema: {check.unchecked}")
+        return []
+    if result.structured is MISSING:
+        check = SchemaCheck(problems=("no structuredContent",))
+    else:
+        check = check_structured_content(result.structured, schema)
+    flags: list[Flag] = []
+    if check.problems:
+        evidence.append(f"structuredContent breaks the tool's outputSchema: {'; '.join(check.problems)}")
+        flags.append(Flag.OUTPUT_SCHEMA_VIOLATION)
+    if check.unchecked is not None:
+        evidence.append(f"structuredContent not checked against the outputSchema: {check.unchecked}")
     return flags
 
 

@@ -26,7 +26,7 @@ from mcp_blackbox.analyzer.calls.classify import (
     protocol_version,
 )
 from mcp_blackbox.analyzer.calls.pair import PROGRESS, pair_messages, scope_of
-from mcp_blackbox.analyzer.model.records import C2S, S2C, Call, Exchange
+from mcp_blackbox.analyzer.model.records import C2S, S2C, Call, Exchange, Message
 from mcp_blackbox.analyzer.model.vocabulary import Outcome
 from mcp_blackbox.analyzer.read.extract import extract_messages
 from mcp_blackbox.analyzer.read.load import LoadReport, exchange_from_state
@@ -90,17 +90,27 @@ def judge_exchange(exchange: Exchange) -> LiveVerdict:
     messages = extracted.messages
     # A client resumes a cut stream only if it saw an event id (a priming event counts).
     resumable = exchange.is_event_stream and any(event.id for event in extracted.sse_events)
+    verdict = _verdict(_client_calls(exchange, messages), resumable)
+    # The console line's facts, from this same reading: the exchange is parsed once.
+    events = sum(1 for e in extracted.sse_events if not e.is_priming) if exchange.is_event_stream else None
+    return replace(verdict, events=events, delivered=_first_delivered(messages))
+
+
+def _client_calls(exchange: Exchange, messages: list[Message]) -> list[Call]:
+    """The calls the client made on this exchange, paired with what came back on it (``messages`` is sorted
+    in place)."""
     # As the analysis orders them: requests before answers stamped with the same instant.
     messages.sort(key=attrgetter("direction"))
     messages.sort(key=attrgetter("t"))
-    calls = [
+    return [
         call for call in pair_messages(messages).calls if call.request.exchange is exchange and call.direction == C2S
     ]
-    verdict = _verdict(calls, resumable)
-    # The console line's facts, from this same reading: the exchange is parsed once.
-    events = sum(1 for e in extracted.sse_events if not e.is_priming) if exchange.is_event_stream else None
+
+
+def _first_delivered(messages: list[Message]) -> str | None:
+    """The first method the server sent on the exchange, progress aside (what a GET carried)."""
     sent = (m.method for m in messages if m.direction == S2C and m.method is not None and m.method != PROGRESS)
-    return replace(verdict, events=events, delivered=next(sent, None))
+    return next(sent, None)
 
 
 def _verdict(calls: list[Call], resumable: bool) -> LiveVerdict:

@@ -57,22 +57,28 @@ class StdioSession:
     def end_after(self, t: float) -> tuple[Ending, float, str] | None:
         """What ended the session for a request sent at ``t`` (the first of: the server's exit, the server
         closing its stdout, the client closing the server's stdin), or None when the capture ended first."""
-        ends = []
-        if self.exit_t is not None and self.exit_t >= t:
-            ends.append((self.exit_t, 1, Ending.SERVER_CUT, self.exit_words()))
-        if self.stdout_eof is not None and self.stdout_eof >= t:
-            ends.append((self.stdout_eof, 0, Ending.SERVER_CUT, "the server closed its stdout"))
-        if self.stdin_eof is not None and self.stdin_eof >= t:
-            ends.append((self.stdin_eof, 2, Ending.CLIENT_CLOSE, "the client closed the server's stdin"))
+        # When each end came (None: it did not), its rank among ends at one instant (stdout's close first),
+        # how it ended the session and in whose words.
+        candidates: tuple[tuple[float | None, int, Ending, str], ...] = (
+            (self.exit_t, 1, Ending.SERVER_CUT, self.exit_words()),
+            (self.stdout_eof, 0, Ending.SERVER_CUT, "the server closed its stdout"),
+            (self.stdin_eof, 2, Ending.CLIENT_CLOSE, "the client closed the server's stdin"),
+        )
+        ends = [(at, rank, how, words) for at, rank, how, words in candidates if at is not None and at >= t]
         if not ends:
             return None
         at, _, how, words = min(ends)
-        if how is Ending.SERVER_CUT and self.exit_t is not None and self.exit_t <= at + SKEW and self.exit_t >= t:
-            words = self.exit_words()  # stdout closed as the process died: say how it died
-        elif how is Ending.CLIENT_CLOSE and self.exit_t is not None and self.exit_t > at:
+        return how, at, self._end_words(how, at, words, t)
+
+    def _end_words(self, how: Ending, at: float, words: str, t: float) -> str:
+        """The words of the end at ``at``, with the server's exit told when it came with or after that end."""
+        exit_t = self.exit_t
+        if how is Ending.SERVER_CUT and exit_t is not None and exit_t <= at + SKEW and exit_t >= t:
+            return self.exit_words()  # stdout closed as the process died: say how it died
+        if how is Ending.CLIENT_CLOSE and exit_t is not None and exit_t > at:
             # A client that pipes its requests closes stdin and still reads: what the server did next is said too.
-            words += f", then {self.exit_words()} {_ms(self.exit_t - at)} later"
-        return how, at, words
+            return words + f", then {self.exit_words()} {_ms(exit_t - at)} later"
+        return words
 
     def lines_between(self, start: float, end: float) -> list[StderrLine]:
         """Lines whose first byte was read in [start, end]."""

@@ -8,7 +8,8 @@ skipped as "not MCP" and the story of a 401 followed by a retry with credentials
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 from mcp_blackbox.analyzer.model.records import Exchange
 
@@ -20,6 +21,23 @@ METADATA = {
 }
 
 
+class _OAuthRequest(NamedTuple):
+    """An OAuth request: its method, how its path ends, what it must carry, and the step it is."""
+
+    method: str
+    path_end: str
+    carries: Callable[[Exchange], bool]
+    step: str
+
+
+# The requests of the flow after discovery, told by method, path and a field only that step sends.
+_OAUTH_REQUESTS: tuple[_OAuthRequest, ...] = (
+    _OAuthRequest("POST", "/token", lambda e: b"grant_type=" in (e.request_body or b""), "token exchange"),
+    _OAuthRequest("POST", "/register", lambda e: b"redirect_uris" in (e.request_body or b""), "client registration"),
+    _OAuthRequest("GET", "/authorize", lambda e: "response_type" in e.query, "authorization request"),
+)
+
+
 def auth_step(exchange: Exchange) -> str | None:
     """What step of the OAuth flow this exchange is, or None."""
     path = exchange.path
@@ -28,13 +46,9 @@ def auth_step(exchange: Exchange) -> str | None:
         # OpenID after it (/mcp/.well-known/openid-configuration): clients probe both.
         if well_known in path:
             return step
-    body = exchange.request_body or b""
-    if exchange.method == "POST" and path.endswith("/token") and b"grant_type=" in body:
-        return "token exchange"
-    if exchange.method == "POST" and path.endswith("/register") and b"redirect_uris" in body:
-        return "client registration"
-    if exchange.method == "GET" and path.endswith("/authorize") and "response_type" in exchange.query:
-        return "authorization request"
+    for request in _OAUTH_REQUESTS:
+        if exchange.method == request.method and path.endswith(request.path_end) and request.carries(exchange):
+            return request.step
     return None
 
 

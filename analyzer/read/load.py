@@ -42,6 +42,8 @@ from mcp_blackbox.analyzer.wire.tnetstring_reader import (
 # A HAR entry's custom field (HAR 1.2 allows names starting with "_") in which `export --format har` keeps what
 # HAR has no place for (analyzer/outputs/har_export.py); read back by har_entry_state.
 RECORDED_FIELD = "_mcp_blackbox"
+# A request's or a response's exact times, which export --format har keeps in RECORDED_FIELD (_put_back).
+RECORDED_TIMES = ("timestamp_start", "timestamp_end")
 # What the analysis reads of the addon's stream record (the per-chunk list is for the report).
 STREAM_FIELDS = ("ended", "error", "end_time", "event_times", "bytes", "dropped_bytes")
 # Without keep_all, what _exchange reads and no more (most of a record is connection details and headers'
@@ -123,14 +125,9 @@ def _read_file(
     """The flows from the handle's position on. ``end`` and ``index``: a segment of a flow file
     (analyzer/read/parallel.py), from a record that starts at the handle's position and is the file's
     ``index``th, up to the record that starts at ``end``, as the whole file's reading reads them."""
-    if handle.tell() == 0:
-        head = handle.peek(4)[:4]
-        if not head:
-            report.problem(source, "empty file: no flows in it")
-            return
-        if head.startswith(b"{") or head.startswith(b"\xef\xbb\xbf{"):
-            yield from _read_har(handle, source, report, keep_all)
-            return
+    if handle.tell() == 0 and (other := _not_flow_records(handle, source, report, keep_all)) is not None:
+        yield from other
+        return
     while True:
         offset = handle.tell()
         if end is not None and offset >= end:
@@ -143,17 +140,9 @@ def _read_file(
                 return
             state = _decode_flow(record, keep_all)
         except (ValueError, TypeError, IndexError, UnicodeDecodeError, RecursionError) as e:
-            # RecursionError: values nested deeper than the decoder goes (a framed record, skipped below).
-            if isinstance(e, RecordError) and not record_framed(record):
-                # The file's framing is broken here: nothing after this point can be trusted.
-                # A first record cut short is a truncated capture too, not some other kind of file.
-                cut = index or isinstance(e, RecordCutShort)
-                where = "truncated or corrupt" if cut else "not a mitmproxy flow file"
-                report.problem(source, f"{where}: {e}", offset=offset, flows_read=index)
+            # RecursionError: values nested deeper than the decoder goes (a framed record, skipped).
+            if not _read_past(e, record, source, index, offset, report):
                 return
-            # The record was framed (a whole dict), so the rest of the file can still be read.
-            report.flows_read += 1
-            report.skip(source, index, None, f"unreadable flow record at byte {offset}: {e}")
             index += 1
             continue
         report.flows_read += 1
@@ -161,6 +150,35 @@ def _read_file(
         index += 1
         if exchange is not None:
             yield exchange
+
+
+def _not_flow_records(
+    handle: io.BufferedReader, source: str, report: LoadReport, keep_all: bool
+) -> Iterator[Exchange] | None:
+    """By a file's first bytes: nothing to read in an empty one (the problem is reported), the entries of a HAR
+    file (JSON, perhaps after a BOM); None for a flow file."""
+    head = handle.peek(4)[:4]
+    if not head:
+        report.problem(source, "empty file: no flows in it")
+        return iter(())
+    if head.startswith((b"{", b"\xef\xbb\xbf{")):
+        return _read_har(handle, source, report, keep_all)
+    return None
+
+
+def _read_past(e: Exception, record: bytes | None, source: str, index: int, offset: int, report: LoadReport) -> bool:
+    """Reports the record at ``offset`` that could not be read; whether the rest of the file can still be."""
+    if isinstance(e, RecordError) and not record_framed(record):
+        # The file's framing is broken here: nothing after this point can be trusted.
+        # A first record cut short is a truncated capture too, not some other kind of file.
+        cut = index or isinstance(e, RecordCutShort)
+        where = "truncated or corrupt" if cut else "not a mitmproxy flow file"
+        report.problem(source, f"{where}: {e}", offset=offset, flows_read=index)
+        return False
+    # The record was framed (a whole dict), so the rest of the file can still be read.
+    report.flows_read += 1
+    report.skip(source, index, None, f"unreadable flow record at byte {offset}: {e}")
+    return True
 
 
 def _decode_flow(record: bytes, keep_all: bool) -> Any:
@@ -181,14 +199,7 @@ def _read_har(handle: io.BufferedReader, source: str, report: LoadReport, keep_a
     try:
         document = json.load(handle)
     except json.JSONDecodeError as e:
-        # A byte offset, as for flow files (the CLI adds "at byte N"): json counts characters after the BOM.
-        offset = bom + len(e.doc[: e.pos].encode("utf-8", "surrogatepass"))
-        detail = f"{e.msg.removesuffix(' at').removesuffix(' starting')}, line {e.lineno} column {e.colno}"
-        # At the end of the text, or in a string never closed (a raw line break in one is a different error).
-        if not e.doc[e.pos :].strip() or e.msg.startswith("Unterminated string"):
-            report.problem(source, f"HAR file truncated: the JSON ends early ({detail})", offset=offset)
-        else:
-            report.problem(source, f"HAR file is invalid JSON ({detail})", offset=offset)
+        _report_json_error(e, bom, source, report)
         return
     except UnicodeDecodeError as e:
         report.problem(source, f"HAR file is not UTF-8 text ({e.reason})", offset=bom + e.start)
@@ -196,13 +207,9 @@ def _read_har(handle: io.BufferedReader, source: str, report: LoadReport, keep_a
     except RecursionError:
         report.problem(source, "HAR file is not readable: JSON nested deeper than Python's parser goes")
         return
-    missing = _not_har(document)
-    if missing:
-        report.problem(source, f"JSON but not a HAR file: {missing}")
-        return
-    if not document["log"]["entries"]:
-        # As for an empty flow file: a capture with nothing in it is worth saying, not a silent 0.
-        report.problem(source, "empty HAR file: no entries in it")
+    problem = _no_entries(document)
+    if problem:
+        report.problem(source, problem)
         return
     for index, entry in enumerate(document["log"]["entries"]):
         report.flows_read += 1
@@ -219,6 +226,29 @@ def _read_har(handle: io.BufferedReader, source: str, report: LoadReport, keep_a
         exchange = exchange_from_state(state, source, index, report, keep_all)
         if exchange is not None:
             yield exchange
+
+
+def _report_json_error(e: json.JSONDecodeError, bom: int, source: str, report: LoadReport) -> None:
+    """Where a HAR file's JSON breaks, and whether it was cut short or is wrong."""
+    # A byte offset, as for flow files (the CLI adds "at byte N"): json counts characters after the BOM.
+    offset = bom + len(e.doc[: e.pos].encode("utf-8", "surrogatepass"))
+    detail = f"{e.msg.removesuffix(' at').removesuffix(' starting')}, line {e.lineno} column {e.colno}"
+    # At the end of the text, or in a string never closed (a raw line break in one is a different error).
+    if not e.doc[e.pos :].strip() or e.msg.startswith("Unterminated string"):
+        report.problem(source, f"HAR file truncated: the JSON ends early ({detail})", offset=offset)
+    else:
+        report.problem(source, f"HAR file is invalid JSON ({detail})", offset=offset)
+
+
+def _no_entries(document: Any) -> str | None:
+    """Why a JSON document gives no HAR entries to read (it is no HAR, or it has none), or None."""
+    missing = _not_har(document)
+    if missing:
+        return f"JSON but not a HAR file: {missing}"
+    if not document["log"]["entries"]:
+        # As for an empty flow file: a capture with nothing in it is worth saying, not a silent 0.
+        return "empty HAR file: no entries in it"
+    return None
 
 
 def har_entry_state(index: int, entry: dict[str, Any]) -> dict[str, Any]:
@@ -238,21 +268,30 @@ def _put_back(state: dict[str, Any], recorded: dict[str, Any]) -> None:
     """The flow's id (its calls keep their ids), client connection, exact times, error and the recorder's
     metadata (per-event times of a stream): a HAR has the times of none of them, and answers every request.
     Only these fields are taken; exchange_from_state checks their types as for any flow."""
-    times = ("timestamp_start", "timestamp_end")
     if isinstance(recorded.get("flow_id"), str):
         state["id"] = recorded["flow_id"]
     if isinstance(connection := recorded.get("client_conn"), dict):
-        state["client_conn"].update({k: connection[k] for k in ("id", "peername") if k in connection})
+        state["client_conn"].update(_picked(connection, ("id", "peername")))
     if isinstance(request := recorded.get("request"), dict):
-        state["request"].update({k: request[k] for k in times if k in request})
-    if "response" in recorded and recorded["response"] is None:
-        state["response"] = None  # HAR's status 0: there was no response
-    elif isinstance(response := recorded.get("response"), dict) and state.get("response"):
-        state["response"].update({k: response[k] for k in times if k in response})
+        state["request"].update(_picked(request, RECORDED_TIMES))
+    _put_back_response(state, recorded)
     if isinstance(error := recorded.get("error"), dict):
         state["error"] = {"msg": error.get("msg"), "timestamp": error.get("timestamp")}
     if isinstance(recorded.get("metadata"), dict):
         state["metadata"] = {METADATA_KEY: recorded["metadata"]}
+
+
+def _put_back_response(state: dict[str, Any], recorded: dict[str, Any]) -> None:
+    """No response where HAR says status 0; else the response's exact times, if the HAR had a response."""
+    if "response" in recorded and recorded["response"] is None:
+        state["response"] = None  # HAR's status 0: there was no response
+    elif isinstance(response := recorded.get("response"), dict) and state.get("response"):
+        state["response"].update(_picked(response, RECORDED_TIMES))
+
+
+def _picked(fields: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
+    """Those of ``keys`` that ``fields`` has, with their values."""
+    return {k: fields[k] for k in keys if k in fields}
 
 
 def _har_flow_id(index: int, entry: dict[str, Any]) -> str:

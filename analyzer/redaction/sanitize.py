@@ -29,6 +29,7 @@ from mitmproxy import flow as mflow
 from mitmproxy import http
 from mitmproxy.io import FlowReader, FlowWriter
 from mitmproxy.net import encoding
+from mitmproxy.websocket import WebSocketData
 
 from mcp_blackbox.analyzer.redaction.redact import (
     Pseudonyms,
@@ -166,28 +167,45 @@ def _rewrite(flow: http.HTTPFlow, sanitizer: Sanitizer, *, by_rules: bool) -> No
     name, bodies by their kind), or replacing the secrets learned so far wherever they are."""
     text = sanitizer._by_rules if by_rules else sanitizer.pseudonyms.scrub
     body = sanitizer._body_by_rules if by_rules else sanitizer._body_scrub
-    request = flow.request
+    header = sanitizer.header if by_rules else lambda _, v: text(v)
+    _rewrite_path(flow.request, sanitizer.path if by_rules else text)
+    for message in (flow.request, flow.response):
+        if message is not None:
+            _rewrite_headers(message, header)
+            _message_body(flow, message, body, sanitizer)
+    _rewrite_notes(flow, text, sanitizer)
+    if flow.websocket is not None:
+        _rewrite_websocket(flow.websocket, body)
+
+
+def _rewrite_path(request: http.Request, path: Callable[[str], str]) -> None:
+    """The request's path and query, set again only when they changed."""
     raw_path = request.data.path.decode("utf-8", "surrogateescape")
-    new_path = sanitizer.path(raw_path) if by_rules else text(raw_path)
+    new_path = path(raw_path)
     if new_path != raw_path:
         request.data.path = new_path.encode("utf-8", "surrogateescape")
-    for message in (request, flow.response):
-        if message is None:
-            continue
-        for headers in (message.headers, message.trailers):
-            if headers is not None:
-                _headers(headers, sanitizer.header if by_rules else lambda _, v: text(v))
-        _message_body(flow, message, body, sanitizer)
+
+
+def _rewrite_headers(message: http.Message, header: Callable[[str, str], str]) -> None:
+    for headers in (message.headers, message.trailers):
+        if headers is not None:
+            _headers(headers, header)
+
+
+def _rewrite_notes(flow: http.HTTPFlow, text: Callable[[str], str], sanitizer: Sanitizer) -> None:
+    """What the proxy and the recorder wrote about the flow: the error, the comment and the metadata."""
     if flow.error is not None:
         flow.error.msg = text(flow.error.msg)
     if flow.comment:
         flow.comment = text(flow.comment)
     if flow.metadata:
         flow.metadata = sanitizer.metadata_value(flow.metadata, text)
-    if flow.websocket is not None:
-        for ws_message in flow.websocket.messages:
-            content = ws_message.content
-            ws_message.content = body(content, "text/plain" if ws_message.is_text else "")
+
+
+def _rewrite_websocket(websocket: WebSocketData, body: Callable[[bytes, str], bytes]) -> None:
+    for ws_message in websocket.messages:
+        content = ws_message.content
+        ws_message.content = body(content, "text/plain" if ws_message.is_text else "")
 
 
 def _headers(headers: http.Headers, value: Callable[[str, str], str]) -> None:

@@ -124,35 +124,49 @@ def read_capture(path: str | Path, reading: CaptureReading | None = None) -> Ite
     kept. A file whose first line is not a header yields nothing and says so.
     """
     reading = reading if reading is not None else CaptureReading(str(path))
-    offset = 0
     with open(path, "rb") as file:
-        for number, raw in enumerate(file, start=1):
+        lines = enumerate(file, start=1)
+        first = next(lines, None)
+        if first is None or not _take_header(first[1], reading):
+            return
+        offset = len(first[1])
+        for number, raw in lines:
             start, offset = offset, offset + len(raw)
-            complete = raw.endswith(b"\n")
             try:
                 record = json.loads(raw)
             except ValueError:
                 record = None
-            if number == 1:
-                if not is_header(record):
-                    reading.problems.append(ReadProblem(1, 0, f"not a {FORMAT} capture: no header record"))
-                    return
-                assert isinstance(record, dict)
-                if record.get("version") != VERSION:
-                    reading.problems.append(
-                        ReadProblem(1, 0, f"format version {record.get('version')!r}; this reader knows {VERSION}")
-                    )
-                reading.header = record
-                continue
             if isinstance(record, dict) and record.get("type") in RECORD_TYPES:
                 reading.records_read += 1
                 yield record
                 continue
-            if not complete:
-                reading.torn_tail = True
-                reason = f"torn last record ({len(raw)} bytes without a newline): the recorder stopped mid-write"
-            elif record is None:
-                reason = "not JSON"
-            else:
-                reason = "not a record (a JSON object with a known type)"
-            reading.problems.append(ReadProblem(number, start, reason))
+            reading.problems.append(ReadProblem(number, start, _why_not_a_record(raw, record, reading)))
+
+
+def _take_header(raw: bytes, reading: CaptureReading) -> bool:
+    """The first line into ``reading.header``; False, with the problem said, when it is no header. A version
+    this reader does not know is said, and the capture read anyway."""
+    try:
+        record = json.loads(raw)
+    except ValueError:
+        record = None
+    if not is_header(record):
+        reading.problems.append(ReadProblem(1, 0, f"not a {FORMAT} capture: no header record"))
+        return False
+    assert isinstance(record, dict)
+    if record.get("version") != VERSION:
+        reading.problems.append(
+            ReadProblem(1, 0, f"format version {record.get('version')!r}; this reader knows {VERSION}")
+        )
+    reading.header = record
+    return True
+
+
+def _why_not_a_record(raw: bytes, record: Any, reading: CaptureReading) -> str:
+    """Why a line after the header is no record; a last line without its newline is torn (said in ``reading``)."""
+    if not raw.endswith(b"\n"):
+        reading.torn_tail = True
+        return f"torn last record ({len(raw)} bytes without a newline): the recorder stopped mid-write"
+    if record is None:
+        return "not JSON"
+    return "not a record (a JSON object with a known type)"
