@@ -216,30 +216,38 @@
     return true;
   }
   const firstCall = function () { const n = visible.find(function (i) { return i >= 0; }); return n === undefined ? null : n; };
-  function applyFilters() {
+  // The filters as the controls set them, with the search's needle, a flow id's call prefix and the card's set.
+  function currentFilters() {
     const f = {};
     Object.keys(controls).forEach(function (k) { f[k] = controls[k].value; });
     const needle = f.q.trim().toLowerCase();
     // A flow id (a UUID) names its calls: c + its first 12 hex digits.
     const compact = needle.replace(/-/g, "");
     const flowPrefix = /^[0-9a-f]{12,}$/.test(compact) && needle.indexOf("-") >= 0 ? "c" + compact.slice(0, 12) : null;
-    const inSet = f.set ? SETS[f.set] : null;
+    return { f: f, needle: needle, flowPrefix: flowPrefix, inSet: f.set ? SETS[f.set] : null };
+  }
+  function callMatches(i, filters) {
+    const r = calls[i], f = filters.f, inSet = filters.inSet;
+    const ok = !(f.outcome && r[C.outcome] !== f.outcome) && !(f.layer && r[C.layer] !== f.layer) &&
+      !(f.method && r[C.method] !== f.method) && !(f.tool && r[C.tool] !== f.tool) &&
+      !(f.session && String(r[C.lane]) !== f.session) &&
+      !(f.flag && (" " + r[C.flags] + " ").indexOf(" " + f.flag + " ") < 0) && !(inSet && !inSet(r));
+    if (!ok || !filters.needle) return ok;
+    return haystack(i).indexOf(filters.needle) >= 0 || (filters.flowPrefix !== null && r[C.id].indexOf(filters.flowPrefix) === 0);
+  }
+  function applyFilters() {
+    const filters = currentFilters();
     visible = [];
     let callsShown = 0, aggRows = 0, aggCalls = 0;
     for (let n = 0; n < order.length; n++) {
       const i = order[n];
       if (i < 0) {
-        const a = aggs[-i - 1], on = aggMatches(a, f, needle);
+        const a = aggs[-i - 1], on = aggMatches(a, filters.f, filters.needle);
         aggShown[-i - 1] = on ? 1 : 0;
         if (on) { visible.push(i); aggRows++; aggCalls += a[A.count]; }
         continue;
       }
-      const r = calls[i];
-      let ok = !(f.outcome && r[C.outcome] !== f.outcome) && !(f.layer && r[C.layer] !== f.layer) &&
-        !(f.method && r[C.method] !== f.method) && !(f.tool && r[C.tool] !== f.tool) &&
-        !(f.session && String(r[C.lane]) !== f.session) &&
-        !(f.flag && (" " + r[C.flags] + " ").indexOf(" " + f.flag + " ") < 0) && !(inSet && !inSet(r));
-      if (ok && needle) ok = haystack(i).indexOf(needle) >= 0 || (flowPrefix !== null && r[C.id].indexOf(flowPrefix) === 0);
+      const ok = callMatches(i, filters);
       shown[i] = ok ? 1 : 0;
       if (ok) { visible.push(i); callsShown++; }
     }
@@ -249,15 +257,17 @@
     markCards();
     renderRows(true);
     if (restoring) return;  // restore() picks the call and draws once
-    // The details follow the filter: never a call the filter hides.
-    const at = selected === null ? undefined : indexOf.get(selected);
-    if (at === undefined || !shown[at]) {
-      const first = firstCall();
-      if (first !== null) select(calls[first][C.id], { quiet: true });
-      else showNothing();
-    }
+    followFilters();
     drawTimeline();
     writeHash();
+  }
+  // The details follow the filter: never a call the filter hides.
+  function followFilters() {
+    const at = selected === null ? undefined : indexOf.get(selected);
+    if (at !== undefined && shown[at]) return;
+    const first = firstCall();
+    if (first !== null) select(calls[first][C.id], { quiet: true });
+    else showNothing();
   }
   Object.keys(controls).forEach(function (k) {
     controls[k].addEventListener(k === "q" ? "input" : "change", applyFilters);
@@ -435,7 +445,35 @@
     const r = byId(id);
     details.textContent = "";
     details.dataset.callId = id;
-    details.appendChild(el("h3", id + "  " + (r[C.method] || "(response)") + (r[C.tool] ? " " + r[C.tool] : "") + "  id=" + r[C.rpc_id]));
+    detailsHeading(r);
+    const client = r[C.client] === null ? null : data.clients[r[C.client]];
+    if (client) details.appendChild(clientTable(client));
+    const d = data.details[id];
+    details.appendChild(el("h4", "Evidence"));
+    const ol = el("ol", null, "evidence");
+    (d ? d.evidence : [r[C.verdict]]).forEach(function (line) { ol.appendChild(el("li", line)); });
+    details.appendChild(ol);
+    const a = anatomyOf(id);
+    if (a) detailsAnatomy(a, r[C.carrier] === "stdio");
+    if (r[C.group]) detailsChain(r);
+    (duplicatesOf.get(id) || []).forEach(function (dup) {
+      details.appendChild(el("h4", "Ran more than once: " + dup.tool + " with the same arguments (" + dup.arguments_digest.slice(0, 10) + ")"));
+      details.appendChild(attempts(dup.calls, id, function (_, n) { return dup.executions[n] || ""; }));
+    });
+    if (d && d.stderr && d.stderr.length) detailsStderr(d.stderr, r);
+    if (!d) {
+      details.appendChild(el("p", "The bytes of this call are not in the report (it carries the first " +
+        data.meta.detail_limit + " failing, flagged or retried calls); use mcp-blackbox export.", "muted"));
+      return;
+    }
+    d.exchanges.forEach(function (x) {
+      if (x.stdio) detailsStdioLine(x);
+      else detailsExchange(x);
+    });
+  }
+  // The call's id, method and tool; when and for how long; its outcome, layer, flags and status.
+  function detailsHeading(r) {
+    details.appendChild(el("h3", r[C.id] + "  " + (r[C.method] || "(response)") + (r[C.tool] ? " " + r[C.tool] : "") + "  id=" + r[C.rpc_id]));
     details.appendChild(el("p", day(r[C.t0]) + " " + wall(r[C.t0]) + " UTC  (" + offset(r[C.t0]) + " after the first call), took " +
       duration(r[C.dur]) + "  ·  " + captureName(r[C.source]), "when"));
     const verdict = el("p");
@@ -444,104 +482,90 @@
     verdict.appendChild(el("span", "  " + r[C.layer] + " layer" + (r[C.flags] ? "  flags: " + r[C.flags] : "") +
       (r[C.status] !== null ? "  HTTP " + r[C.status] : "") + (r[C.carrier] === "stdio" ? "  stdio" : "") + "  " + r[C.dur] + " ms"));
     details.appendChild(verdict);
-    const client = r[C.client] === null ? null : data.clients[r[C.client]];
-    if (client) {
-      const t = el("table", null, "client");
-      kv(t, "client", client.lineage + "  " + [client.client_info, client.user_agent].filter(Boolean).join(" · "));
-      kv(t, "from", (client.address || "unknown address") + (client.session ? "  session " + client.session : "  no session"));
-      kv(t, "lineage", client.joined);
-      details.appendChild(t);
-    }
-    const d = data.details[id];
-    details.appendChild(el("h4", "Evidence"));
-    const ol = el("ol", null, "evidence");
-    (d ? d.evidence : [r[C.verdict]]).forEach(function (line) { ol.appendChild(el("li", line)); });
-    details.appendChild(ol);
-    const a = anatomyOf(id);
-    if (a) {
-      details.appendChild(el("h4", "Timeout anatomy: no answer came"));
-      const section = el("div", null, "anatomy");
-      section.appendChild(el("p", a.sentence, "sentence"));
-      const t = el("table");
-      const stdio = r[C.carrier] === "stdio";
-      kv(t, "reached the server", stdio ? "written to the server's stdin (no headers on stdio)" :
-        a.reached_server_ms === null ? "no response headers came back" : "response headers after " + duration(a.reached_server_ms));
-      const sent = a.server_sent;
-      kv(t, "server sent", sent.progress + " progress, " + sent.other_notifications + " other notification(s)" +
-        (sent.last_ms !== null ? ", the last after " + duration(sent.last_ms) : ""));
-      kv(t, "ended by", a.ended_by + (ENDINGS.has(a.ended_by) ? ": " + ENDINGS.get(a.ended_by).description : ""));
-      if (a.detail) kv(t, "detail", a.detail);
-      kv(t, "client waited", a.waited_ms === null ? "not known" : duration(a.waited_ms));
-      section.appendChild(t);
-      details.appendChild(section);
-    }
-    if (r[C.group]) {
-      const g = groups.get(r[C.group]);
-      details.appendChild(el("h4", "Retry chain " + g.retry_group + " (" + g.members.length + " attempts, this is #" + r[C.attempt] + ")"));
-      details.appendChild(attempts(g.members, id));
-      const t = el("table", null, "retry");
-      kv(t, "origin", g.origin + " (" + g.confidence + " confidence)" + (g.failure_retry ? "" : ", not a failure retried") +
-        (ORIGINS.has(g.origin) ? ": " + ORIGINS.get(g.origin).description : ""));
-      kv(t, "attempts", g.members.join(" → ") + "  (this is attempt " + r[C.attempt] + ")");
-      kv(t, "final outcome", g.final_outcome + " after " + g.total_ms + " ms");
-      kv(t, "safety", g.safety + (SAFETY.has(g.safety) ? ": " + SAFETY.get(g.safety).description : "") +
-        (g.may_have_run_twice ? "; the tool may have run twice" : ""));
-      details.appendChild(t);
-      const ev = el("ol"); g.evidence.forEach(function (line) { ev.appendChild(el("li", line)); }); details.appendChild(ev);
-    }
-    (duplicatesOf.get(id) || []).forEach(function (dup) {
-      details.appendChild(el("h4", "Ran more than once: " + dup.tool + " with the same arguments (" + dup.arguments_digest.slice(0, 10) + ")"));
-      details.appendChild(attempts(dup.calls, id, function (_, n) { return dup.executions[n] || ""; }));
+  }
+  function clientTable(client) {
+    const t = el("table", null, "client");
+    kv(t, "client", client.lineage + "  " + [client.client_info, client.user_agent].filter(Boolean).join(" · "));
+    kv(t, "from", (client.address || "unknown address") + (client.session ? "  session " + client.session : "  no session"));
+    kv(t, "lineage", client.joined);
+    return t;
+  }
+  function detailsAnatomy(a, stdio) {
+    details.appendChild(el("h4", "Timeout anatomy: no answer came"));
+    const section = el("div", null, "anatomy");
+    section.appendChild(el("p", a.sentence, "sentence"));
+    const t = el("table");
+    kv(t, "reached the server", stdio ? "written to the server's stdin (no headers on stdio)" :
+      a.reached_server_ms === null ? "no response headers came back" : "response headers after " + duration(a.reached_server_ms));
+    const sent = a.server_sent;
+    kv(t, "server sent", sent.progress + " progress, " + sent.other_notifications + " other notification(s)" +
+      (sent.last_ms !== null ? ", the last after " + duration(sent.last_ms) : ""));
+    kv(t, "ended by", a.ended_by + (ENDINGS.has(a.ended_by) ? ": " + ENDINGS.get(a.ended_by).description : ""));
+    if (a.detail) kv(t, "detail", a.detail);
+    kv(t, "client waited", a.waited_ms === null ? "not known" : duration(a.waited_ms));
+    section.appendChild(t);
+    details.appendChild(section);
+  }
+  function detailsChain(r) {
+    const g = groups.get(r[C.group]);
+    details.appendChild(el("h4", "Retry chain " + g.retry_group + " (" + g.members.length + " attempts, this is #" + r[C.attempt] + ")"));
+    details.appendChild(attempts(g.members, r[C.id]));
+    const t = el("table", null, "retry");
+    kv(t, "origin", g.origin + " (" + g.confidence + " confidence)" + (g.failure_retry ? "" : ", not a failure retried") +
+      (ORIGINS.has(g.origin) ? ": " + ORIGINS.get(g.origin).description : ""));
+    kv(t, "attempts", g.members.join(" → ") + "  (this is attempt " + r[C.attempt] + ")");
+    kv(t, "final outcome", g.final_outcome + " after " + g.total_ms + " ms");
+    kv(t, "safety", g.safety + (SAFETY.has(g.safety) ? ": " + SAFETY.get(g.safety).description : "") +
+      (g.may_have_run_twice ? "; the tool may have run twice" : ""));
+    details.appendChild(t);
+    const ev = el("ol"); g.evidence.forEach(function (line) { ev.appendChild(el("li", line)); }); details.appendChild(ev);
+  }
+  function detailsStderr(lines, r) {
+    details.appendChild(el("h4", "stderr during the call (" + lines.length + " line" + (lines.length > 1 ? "s" : "") + ")"));
+    const box = el("div", null, "stderr");
+    lines.forEach(function (line) {
+      const row = el("div", null, "stderr-line");
+      row.appendChild(el("span", wall(line.t) + " (+" + duration(line.t - r[C.t0]) + ")  ", "muted"));
+      row.appendChild(el("span", line.text, "mono"));
+      box.appendChild(row);
     });
-    if (d && d.stderr && d.stderr.length) {
-      details.appendChild(el("h4", "stderr during the call (" + d.stderr.length + " line" + (d.stderr.length > 1 ? "s" : "") + ")"));
-      const box = el("div", null, "stderr");
-      d.stderr.forEach(function (line) {
-        const row = el("div", null, "stderr-line");
-        row.appendChild(el("span", wall(line.t) + " (+" + duration(line.t - r[C.t0]) + ")  ", "muted"));
-        row.appendChild(el("span", line.text, "mono"));
-        box.appendChild(row);
+    details.appendChild(box);
+  }
+  // A line of a stdio capture: which pipe, when, what.
+  function detailsStdioLine(x) {
+    const way = x.stdio.stream === "stdin" ? "client → server" : "server → client";
+    details.appendChild(el("h4", x.stdio.stream + " line at " + wall(x.t) + " UTC (" + offset(x.t) + "), " + way +
+      ", " + x.stdio.bytes + " bytes" + (x.stdio.truncated ? " (cut in the capture)" : "")));
+    details.appendChild(el("div", x.request.line, "line mono request-line"));
+    if (x.request.body) details.appendChild(el("pre", x.request.body));
+    if (x.error) details.appendChild(el("p", "then " + x.error, "muted"));
+  }
+  // An HTTP exchange: the request, the response (or why there is none) and its SSE events.
+  function detailsExchange(x) {
+    details.appendChild(el("h4", "Request at " + wall(x.t) + " UTC (" + offset(x.t) + ")"));
+    details.appendChild(el("div", x.request.line, "line mono request-line"));
+    details.appendChild(headersTable(x.request.headers));
+    if (x.request.body) details.appendChild(el("pre", x.request.body));
+    if (x.response) {
+      details.appendChild(el("h4", "Response  HTTP " + x.response.status));
+      details.appendChild(headersTable(x.response.headers));
+      if (x.response.body) details.appendChild(el("pre", x.response.body));
+    } else {
+      details.appendChild(el("p", "No response: " + (x.error || "none recorded"), "muted"));
+    }
+    if (x.events) {
+      details.appendChild(el("h4", "SSE events (" + x.events.length + ")" + (x.stream.ended ? "  stream ended: " + x.stream.ended : "")));
+      x.events.forEach(function (e) {
+        details.appendChild(el("div", (e.t === null ? "?" : wall(e.t) + " (" + offset(e.t) + ")") + "  " + e.event +
+          (e.id !== null ? "  id " + e.id : ""), "muted"));
+        if (e.data) details.appendChild(el("pre", e.data));
       });
-      details.appendChild(box);
     }
-    if (!d) {
-      details.appendChild(el("p", "The bytes of this call are not in the report (it carries the first " +
-        data.meta.detail_limit + " failing, flagged or retried calls); use mcp-blackbox export.", "muted"));
-      return;
-    }
-    d.exchanges.forEach(function (x) {
-      if (x.stdio) {  // a line of a stdio capture: which pipe, when, what
-        const way = x.stdio.stream === "stdin" ? "client → server" : "server → client";
-        details.appendChild(el("h4", x.stdio.stream + " line at " + wall(x.t) + " UTC (" + offset(x.t) + "), " + way +
-          ", " + x.stdio.bytes + " bytes" + (x.stdio.truncated ? " (cut in the capture)" : "")));
-        details.appendChild(el("div", x.request.line, "line mono request-line"));
-        if (x.request.body) details.appendChild(el("pre", x.request.body));
-        if (x.error) details.appendChild(el("p", "then " + x.error, "muted"));
-        return;
-      }
-      const head = el("h4", "Request at " + wall(x.t) + " UTC (" + offset(x.t) + ")");
-      details.appendChild(head);
-      details.appendChild(el("div", x.request.line, "line mono request-line"));
-      const hq = el("table"); Object.keys(x.request.headers).forEach(function (k) { kv(hq, k, x.request.headers[k]); });
-      details.appendChild(hq);
-      if (x.request.body) details.appendChild(el("pre", x.request.body));
-      if (x.response) {
-        details.appendChild(el("h4", "Response  HTTP " + x.response.status));
-        const hs = el("table"); Object.keys(x.response.headers).forEach(function (k) { kv(hs, k, x.response.headers[k]); });
-        details.appendChild(hs);
-        if (x.response.body) details.appendChild(el("pre", x.response.body));
-      } else {
-        details.appendChild(el("p", "No response: " + (x.error || "none recorded"), "muted"));
-      }
-      if (x.events) {
-        details.appendChild(el("h4", "SSE events (" + x.events.length + ")" + (x.stream.ended ? "  stream ended: " + x.stream.ended : "")));
-        x.events.forEach(function (e) {
-          details.appendChild(el("div", (e.t === null ? "?" : wall(e.t) + " (" + offset(e.t) + ")") + "  " + e.event +
-            (e.id !== null ? "  id " + e.id : ""), "muted"));
-          if (e.data) details.appendChild(el("pre", e.data));
-        });
-      }
-    });
+  }
+  function headersTable(headers) {
+    const t = el("table");
+    Object.keys(headers).forEach(function (k) { kv(t, k, headers[k]); });
+    return t;
   }
   function showAggregate(k) {
     const a = aggs[k], lane = data.lanes[a[A.lane]];
@@ -696,7 +720,9 @@
   const rowsShown = function () { return Math.floor((canvas.clientHeight - AXIS) / LANE); };
   const STEPS = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1e3, 2e3, 5e3, 1e4, 15e3, 3e4, 6e4, 12e4, 3e5, 6e5, 9e5, 18e5, 36e5, 72e5, 216e5, 432e5, 864e5];
 
-  function drawTimeline() {
+  // One frame of the timeline: the canvas cleared at the device's pixel ratio, its size, the rows in view and
+  // the mapping from display units to x.
+  function timelineFrame() {
     const ratio = window.devicePixelRatio || 1;
     const width = canvas.clientWidth, height = canvas.clientHeight;
     canvas.width = width * ratio; canvas.height = height * ratio;
@@ -704,50 +730,84 @@
     ctx.setTransform(ratio, 0, 0, ratio, 0, 0);
     ctx.clearRect(0, 0, width, height);
     const scale = plotWidth() / (view.to - view.from);
-    const X = function (d) { return LEFT + (d - view.from) * scale; };
-    const shownRows = rowsShown();
+    return {
+      ctx: ctx, width: width, height: height, scale: scale, shownRows: rowsShown(),
+      X: function (d) { return LEFT + (d - view.from) * scale; },
+    };
+  }
+  function drawTimeline() {
+    const f = timelineFrame(), ctx = f.ctx;
     ctx.font = "11px sans-serif"; ctx.textBaseline = "alphabetic";
     // rows: backgrounds now, labels after the folded gaps so that no break mark covers them
-    for (let v = 0; v < shownRows && v + view.rowScroll < rows.length; v++) {
-      const y = AXIS + v * LANE;
-      ctx.fillStyle = rows[v + view.rowScroll].kind === "group" ? "#e9edf5" : v % 2 ? "#fcfcfd" : "#f5f6f8";
-      ctx.fillRect(0, y, width, LANE);
+    drawRowBackgrounds(f);
+    ctx.save(); ctx.beginPath(); ctx.rect(LEFT, 0, f.width - LEFT, f.height); ctx.clip();
+    marks = drawGaps(f);
+    const axis = drawAxis(f);
+    ctx.restore();
+    drawRowLabels(f);
+    ctx.fillStyle = "#1d2330"; ctx.font = "bold 11px sans-serif";
+    ctx.fillText("UTC " + day(Math.max(0, toReal(view.from))), 4, 11);
+    ctx.font = "11px sans-serif";
+    // bars: the calls the filters show; the others faint, for context
+    ctx.save(); ctx.beginPath(); ctx.rect(LEFT, AXIS, f.width - LEFT, f.height - AXIS); ctx.clip();
+    aggBars = drawAggregateBars(f);
+    const drawn = drawCallBars(f);
+    bars = drawn.bars;
+    drawChains(ctx, drawn.positions);
+    drawDragSelection(f);
+    ctx.restore();
+    canvas.dataset.bars = String(bars.length);
+    canvas.dataset.aggregateBars = String(aggBars.length);
+    canvas.dataset.axis = axis.join(" | ");
+    canvas.dataset.gaps = marks.map(function (m) { return m.label; }).join(" | ");
+    const from = toReal(view.from), to = toReal(view.to);
+    document.getElementById("view-range").textContent = "showing " + wall(from) + " – " + wall(to) + " UTC (" +
+      duration(to - from) + (idle.length && !gapsShown ? ", " + idle.length + " idle gap" + (idle.length === 1 ? "" : "s") + " folded" : "") + ")";
+  }
+  function drawRowBackgrounds(f) {
+    for (let v = 0; v < f.shownRows && v + view.rowScroll < rows.length; v++) {
+      f.ctx.fillStyle = rows[v + view.rowScroll].kind === "group" ? "#e9edf5" : v % 2 ? "#fcfcfd" : "#f5f6f8";
+      f.ctx.fillRect(0, AXIS + v * LANE, f.width, LANE);
     }
-    ctx.save(); ctx.beginPath(); ctx.rect(LEFT, 0, width - LEFT, height); ctx.clip();
-    // folded idle gaps: a hatched break with a zig-zag and what was left out
-    marks = [];
+  }
+  // Folded idle gaps: a hatched break with a zig-zag and what was left out. Returns the marks drawn (for the tip).
+  function drawGaps(f) {
+    const ctx = f.ctx, drawn = [];
     segments.forEach(function (s) {
       if (!s.gap) return;
-      const x0 = X(s.d0), x1 = X(s.d1);
-      if (x1 < LEFT || x0 > width) return;
-      ctx.fillStyle = "#f2f4f7"; ctx.fillRect(x0, AXIS, x1 - x0, height - AXIS);
+      const x0 = f.X(s.d0), x1 = f.X(s.d1);
+      if (x1 < LEFT || x0 > f.width) return;
+      ctx.fillStyle = "#f2f4f7"; ctx.fillRect(x0, AXIS, x1 - x0, f.height - AXIS);
       ctx.strokeStyle = "#98a2b3"; ctx.lineWidth = 1;
-      [x0 + 2, x1 - 2].forEach(function (xz) {
-        ctx.beginPath();
-        for (let y = AXIS, k = 0; y <= height; y += 4, k++) { if (k) ctx.lineTo(xz + (k % 2 ? 2 : -2), y); else ctx.moveTo(xz, y); }
-        ctx.stroke();
-      });
+      zigzag(ctx, x0 + 2, f.height);
+      zigzag(ctx, x1 - 2, f.height);
       const label = "⋯ " + duration(s.r1 - s.r0) + " idle";
-      const short = "⋯";
       const fits = ctx.measureText(label).width + 6 <= Math.max(x1 - x0, 0) + 40;
+      const text = fits ? label : "⋯";
       ctx.fillStyle = "#b54708";
-      const text = fits ? label : short;
-      ctx.fillText(text, (x0 + x1) / 2 - ctx.measureText(text).width / 2, AXIS - 2 > 12 ? 20 : 20);
-      marks.push({ x0: x0, x1: x1, label: label, from: s.r0, to: s.r1 });
+      ctx.fillText(text, (x0 + x1) / 2 - ctx.measureText(text).width / 2, 20);
+      drawn.push({ x0: x0, x1: x1, label: label, from: s.r0, to: s.r1 });
     });
-    // the wall-clock axis: round UTC times within each stretch drawn to scale
-    const axis = [];
-    const msPerPx = 1 / scale;
+    return drawn;
+  }
+  function zigzag(ctx, x, height) {
+    ctx.beginPath();
+    for (let y = AXIS, k = 0; y <= height; y += 4, k++) { if (k) ctx.lineTo(x + (k % 2 ? 2 : -2), y); else ctx.moveTo(x, y); }
+    ctx.stroke();
+  }
+  // The wall-clock axis: round UTC times within each stretch drawn to scale. Returns the labels written.
+  function drawAxis(f) {
+    const ctx = f.ctx, axis = [];
+    const msPerPx = 1 / f.scale;
     const step = STEPS.find(function (s) { return s >= msPerPx * 110; }) || STEPS[STEPS.length - 1];
     let lastRight = -Infinity, ticks = 0;
-    ctx.textBaseline = "alphabetic";
     segments.forEach(function (s) {
       if (s.gap) return;
       const a = Math.max(s.r0, toReal(view.from)), b = Math.min(s.r1, toReal(view.to));
       if (!(b > a)) return;
       for (let abs = Math.ceil((START_MS + a) / step) * step; abs <= START_MS + b && ticks < 400; abs += step, ticks++) {
-        const t = abs - START_MS, x = X(toDisplay(t));
-        ctx.fillStyle = "#eaecf0"; ctx.fillRect(x, AXIS, 1, height - AXIS);
+        const t = abs - START_MS, x = f.X(toDisplay(t));
+        ctx.fillStyle = "#eaecf0"; ctx.fillRect(x, AXIS, 1, f.height - AXIS);
         let label = wall(t);
         if (step >= 1000) label = label.slice(0, 8);
         const w = ctx.measureText(label).width;
@@ -757,84 +817,100 @@
         }
       }
     });
-    ctx.restore();
-    for (let v = 0; v < shownRows && v + view.rowScroll < rows.length; v++) {
+    return axis;
+  }
+  function drawRowLabels(f) {
+    const ctx = f.ctx;
+    for (let v = 0; v < f.shownRows && v + view.rowScroll < rows.length; v++) {
       const row = rows[v + view.rowScroll], y = AXIS + v * LANE;
       if (row.kind === "group") {
-        const g = row.group, folded = collapsed.has(g.n);
-        const text = (folded ? "▸ " : "▾ ") + g.label + " · " + g.lanes.length + " lane" + (g.lanes.length === 1 ? "" : "s") + ", " + g.calls + " call" + (g.calls === 1 ? "" : "s");
-        ctx.font = "bold 11px sans-serif";
-        ctx.save(); ctx.beginPath(); ctx.rect(0, y, folded ? LEFT - 4 : width, LANE); ctx.clip();
-        if (!folded) { ctx.fillStyle = "rgba(233, 237, 245, 0.85)"; ctx.fillRect(0, y, ctx.measureText(text).width + 10, LANE); }
-        ctx.fillStyle = "#1d2330"; ctx.fillText(text, 4, y + 12); ctx.restore();
-        ctx.font = "11px sans-serif";
+        drawGroupLabel(f, row.group, y);
       } else {
         ctx.fillStyle = "#475467";
         ctx.save(); ctx.beginPath(); ctx.rect(0, y, LEFT - 4, LANE); ctx.clip();
         ctx.fillText(data.lanes[row.lane].label, 14, y + 12); ctx.restore();
       }
     }
-    ctx.fillStyle = "#1d2330"; ctx.font = "bold 11px sans-serif";
-    ctx.fillText("UTC " + day(Math.max(0, toReal(view.from))), 4, 11);
+  }
+  function drawGroupLabel(f, g, y) {
+    const ctx = f.ctx, folded = collapsed.has(g.n);
+    const text = (folded ? "▸ " : "▾ ") + g.label + " · " + g.lanes.length + " lane" + (g.lanes.length === 1 ? "" : "s") + ", " + g.calls + " call" + (g.calls === 1 ? "" : "s");
+    ctx.font = "bold 11px sans-serif";
+    ctx.save(); ctx.beginPath(); ctx.rect(0, y, folded ? LEFT - 4 : f.width, LANE); ctx.clip();
+    if (!folded) { ctx.fillStyle = "rgba(233, 237, 245, 0.85)"; ctx.fillRect(0, y, ctx.measureText(text).width + 10, LANE); }
+    ctx.fillStyle = "#1d2330"; ctx.fillText(text, 4, y + 12); ctx.restore();
     ctx.font = "11px sans-serif";
-    // bars: the calls the filters show; the others faint, for context
-    ctx.save(); ctx.beginPath(); ctx.rect(LEFT, AXIS, width - LEFT, height - AXIS); ctx.clip();
-    bars = []; aggBars = [];
-    const positions = new Map();
-    let selectedBar = null;
-    // aggregates first, under the calls: faint bars of their dominant outcome's colour, framed
+  }
+  // Where a bar from display time s to e goes in its lane's row (or its folded group's header); null out of view.
+  function barPlace(f, lane, s, e) {
+    const rowIndex = rowOfLane[lane];
+    const v = rowIndex - view.rowScroll;
+    if (v < 0 || v >= f.shownRows) return null;
+    const x0 = f.X(s), x1 = Math.max(x0 + 2, f.X(e));
+    if (x1 < LEFT || x0 > f.width) return null;
+    const header = rows[rowIndex].kind === "group";
+    return { x0: x0, x1: x1, y: AXIS + v * LANE + (header ? 5 : 3), h: header ? LANE - 10 : LANE - 6, header: header };
+  }
+  // Aggregates first, under the calls: faint bars of their dominant outcome's colour, framed. Returns the bars drawn.
+  function drawAggregateBars(f) {
+    const ctx = f.ctx, drawn = [];
     for (let k = 0; k < NA; k++) {
       const a = aggs[k];
-      const rowIndex = rowOfLane[a[A.lane]];
-      const v = rowIndex - view.rowScroll;
-      if (v < 0 || v >= shownRows) continue;
-      const x0 = X(dS[N + k]), x1 = Math.max(x0 + 2, X(dE[N + k]));
-      if (x1 < LEFT || x0 > width) continue;
-      const header = rows[rowIndex].kind === "group";
-      const y = AXIS + v * LANE + (header ? 5 : 3), h = header ? LANE - 10 : LANE - 6;
+      const b = barPlace(f, a[A.lane], dS[N + k], dE[N + k]);
+      if (b === null) continue;
       ctx.globalAlpha = aggShown[k] ? 0.35 : 0.06;
       ctx.fillStyle = colorOf(Object.keys(a[A.outcomes])[0]);
-      ctx.fillRect(x0, y, x1 - x0, h);
+      ctx.fillRect(b.x0, b.y, b.x1 - b.x0, b.h);
       if (!aggShown[k]) continue;
       ctx.globalAlpha = 0.8; ctx.strokeStyle = k === selectedAgg && selected === null ? "#101828" : "#98a2b3"; ctx.lineWidth = 1;
-      ctx.strokeRect(x0 + 0.5, y + 0.5, Math.max(1, x1 - x0 - 1), h - 1);
-      aggBars.push({ aggregate: k, x0: x0, x1: x1, y: y, h: h });
+      ctx.strokeRect(b.x0 + 0.5, b.y + 0.5, Math.max(1, b.x1 - b.x0 - 1), b.h - 1);
+      drawn.push({ aggregate: k, x0: b.x0, x1: b.x1, y: b.y, h: b.h });
     }
     ctx.globalAlpha = 1;
+    return drawn;
+  }
+  // The calls, in their outcome's colour (faint when the filters hide them), the selected one framed. Returns the
+  // bars drawn and where each call of a retry chain is (for drawChains).
+  function drawCallBars(f) {
+    const ctx = f.ctx, drawn = [], positions = new Map();
+    let selectedBar = null;
     for (let i = 0; i < N; i++) {
       const r = calls[i];
-      const rowIndex = rowOfLane[r[C.lane]];
-      const v = rowIndex - view.rowScroll;
-      if (v < 0 || v >= shownRows) continue;
-      const x0 = X(dS[i]), x1 = Math.max(x0 + 2, X(dE[i]));
-      if (x1 < LEFT || x0 > width) continue;
-      const header = rows[rowIndex].kind === "group";
-      const y = AXIS + v * LANE + (header ? 5 : 3), h = header ? LANE - 10 : LANE - 6;
+      const b = barPlace(f, r[C.lane], dS[i], dE[i]);
+      if (b === null) continue;
       ctx.globalAlpha = shown[i] ? 1 : 0.12;
       ctx.fillStyle = colorOf(r[C.outcome]);
-      ctx.fillRect(x0, y, x1 - x0, h);
+      ctx.fillRect(b.x0, b.y, b.x1 - b.x0, b.h);
       if (!shown[i]) continue;
-      const ticksOf = eventTicks.get(r[C.id]);
-      if (ticksOf && !header) {
-        ctx.fillStyle = "#101828";
-        ticksOf.forEach(function (t) { ctx.fillRect(X(toDisplay(t)), y - 2, 1, LANE - 2); });
-      }
-      const stderrOf = stderrTicks.get(r[C.id]);
-      if (stderrOf && !header) {  // stderr lines: short marks under the bar
-        ctx.fillStyle = "#7a2e0e";
-        stderrOf.forEach(function (t) { ctx.fillRect(X(toDisplay(t)) - 1, y + h - 3, 3, 5); });
-      }
-      const bar = { id: r[C.id], x0: x0, x1: x1, y: y, h: h };
-      bars.push(bar);
+      if (!b.header) drawTicks(f, r[C.id], b);
+      const bar = { id: r[C.id], x0: b.x0, x1: b.x1, y: b.y, h: b.h };
+      drawn.push(bar);
       if (r[C.id] === selected) selectedBar = bar;
-      if (r[C.group]) positions.set(r[C.id], { x: (x0 + x1) / 2, y: y + h / 2 });
+      if (r[C.group]) positions.set(r[C.id], { x: (b.x0 + b.x1) / 2, y: b.y + b.h / 2 });
     }
     ctx.globalAlpha = 1;
     if (selectedBar) {
       ctx.strokeStyle = "#101828"; ctx.lineWidth = 2;
       ctx.strokeRect(selectedBar.x0 - 1, selectedBar.y - 1, selectedBar.x1 - selectedBar.x0 + 2, selectedBar.h + 2);
     }
-    // retry chains: attempts linked by a line
+    return { bars: drawn, positions: positions };
+  }
+  // A call's SSE events (marks across its bar) and stderr lines (short marks under it).
+  function drawTicks(f, id, b) {
+    const ctx = f.ctx;
+    const ticksOf = eventTicks.get(id);
+    if (ticksOf) {
+      ctx.fillStyle = "#101828";
+      ticksOf.forEach(function (t) { ctx.fillRect(f.X(toDisplay(t)), b.y - 2, 1, LANE - 2); });
+    }
+    const stderrOf = stderrTicks.get(id);
+    if (stderrOf) {
+      ctx.fillStyle = "#7a2e0e";
+      stderrOf.forEach(function (t) { ctx.fillRect(f.X(toDisplay(t)) - 1, b.y + b.h - 3, 3, 5); });
+    }
+  }
+  // Retry chains: attempts linked by a line.
+  function drawChains(ctx, positions) {
     ctx.strokeStyle = "#101828"; ctx.lineWidth = 1; ctx.setLineDash([3, 3]);
     data.groups.forEach(function (g) {
       for (let i = 1; i < g.members.length; i++) {
@@ -843,19 +919,14 @@
       }
     });
     ctx.setLineDash([]);
-    if (drag && drag.mode === "select" && drag.moved) {
-      const a = Math.max(LEFT, Math.min(drag.x, drag.cx)), b = Math.min(width, Math.max(drag.x, drag.cx));
-      ctx.fillStyle = "rgba(47, 91, 211, 0.15)"; ctx.fillRect(a, AXIS, b - a, height - AXIS);
-      ctx.strokeStyle = "#2f5bd3"; ctx.strokeRect(a, AXIS, b - a, height - AXIS);
-    }
-    ctx.restore();
-    canvas.dataset.bars = String(bars.length);
-    canvas.dataset.aggregateBars = String(aggBars.length);
-    canvas.dataset.axis = axis.join(" | ");
-    canvas.dataset.gaps = marks.map(function (m) { return m.label; }).join(" | ");
-    const from = toReal(view.from), to = toReal(view.to);
-    document.getElementById("view-range").textContent = "showing " + wall(from) + " – " + wall(to) + " UTC (" +
-      duration(to - from) + (idle.length && !gapsShown ? ", " + idle.length + " idle gap" + (idle.length === 1 ? "" : "s") + " folded" : "") + ")";
+  }
+  // The stretch being dragged out to zoom into.
+  function drawDragSelection(f) {
+    if (!drag || drag.mode !== "select" || !drag.moved) return;
+    const ctx = f.ctx;
+    const a = Math.max(LEFT, Math.min(drag.x, drag.cx)), b = Math.min(f.width, Math.max(drag.x, drag.cx));
+    ctx.fillStyle = "rgba(47, 91, 211, 0.15)"; ctx.fillRect(a, AXIS, b - a, f.height - AXIS);
+    ctx.strokeStyle = "#2f5bd3"; ctx.strokeRect(a, AXIS, b - a, f.height - AXIS);
   }
 
   // ---- timeline: pointer, wheel and zoom -------------------------------------------------------
@@ -955,26 +1026,31 @@
     const a = Math.max(LEFT, Math.min(d.x, p.x)), b = Math.min(canvas.clientWidth - RIGHT, Math.max(d.x, p.x));
     if (b - a >= 4) zoomTo(displayAt(a), displayAt(b)); else drawTimeline();
   });
+  // What the tip says at point p: a bar's call or aggregate, a folded gap, a group header, a lane's id; or null.
+  function tipAt(p) {
+    const b = barAt(p);
+    if (b && b.aggregate !== undefined) return aggregateTip(aggs[b.aggregate]);
+    if (b) return callTip(b.id);
+    const m = marks.find(function (g) { return p.x >= g.x0 && p.x <= g.x1 && p.y >= AXIS; });
+    const row = rowAt(p);
+    if (m) return m.label + ": " + wall(m.from) + " – " + wall(m.to) + " UTC, folded (\"show idle gaps\" draws it to scale)";
+    if (row && row.kind === "group") return row.group.label + " — click to " + (collapsed.has(row.group.n) ? "unfold" : "fold");
+    if (row && p.x < LEFT) return data.lanes[row.lane].id;
+    return null;
+  }
+  function aggregateTip(a) {
+    return "Σ " + aggregateSummary(a) + "\n" + wall(a[A.t0]) + " – " + wall(a[A.t1]) + " UTC · " + data.lanes[a[A.lane]].label;
+  }
+  function callTip(id) {
+    const r = byId(id);
+    return id + " " + (r[C.method] || "(response)") + (r[C.tool] ? " " + r[C.tool] : "") + ": " + r[C.outcome] +
+      (r[C.flags] ? " [" + r[C.flags] + "]" : "") + " — " + r[C.verdict] + "\n" + wall(r[C.t0]) + " UTC (" + offset(r[C.t0]) +
+      "), took " + duration(r[C.dur]) + " · " + who(r);
+  }
   canvas.addEventListener("mousemove", function (e) {
     if (drag) { tip.style.display = "none"; return; }
     const p = localPoint(e);
-    const b = barAt(p);
-    let text = null;
-    if (b && b.aggregate !== undefined) {
-      const a = aggs[b.aggregate];
-      text = "Σ " + aggregateSummary(a) + "\n" + wall(a[A.t0]) + " – " + wall(a[A.t1]) + " UTC · " + data.lanes[a[A.lane]].label;
-    } else if (b) {
-      const r = byId(b.id);
-      text = b.id + " " + (r[C.method] || "(response)") + (r[C.tool] ? " " + r[C.tool] : "") + ": " + r[C.outcome] +
-        (r[C.flags] ? " [" + r[C.flags] + "]" : "") + " — " + r[C.verdict] + "\n" + wall(r[C.t0]) + " UTC (" + offset(r[C.t0]) +
-        "), took " + duration(r[C.dur]) + " · " + who(r);
-    } else {
-      const m = marks.find(function (g) { return p.x >= g.x0 && p.x <= g.x1 && p.y >= AXIS; });
-      const row = rowAt(p);
-      if (m) text = m.label + ": " + wall(m.from) + " – " + wall(m.to) + " UTC, folded (\"show idle gaps\" draws it to scale)";
-      else if (row && row.kind === "group") text = row.group.label + " — click to " + (collapsed.has(row.group.n) ? "unfold" : "fold");
-      else if (row && p.x < LEFT) text = data.lanes[row.lane].id;
-    }
+    const text = tipAt(p);
     if (text === null) { tip.style.display = "none"; return; }
     tip.textContent = text;
     tip.style.display = "block";
@@ -1032,25 +1108,29 @@
       return;
     }
     const onButton = tag === "button" || tag === "a" || tag === "summary";
-    let done = true;
-    switch (e.key) {
-      case "ArrowDown": case "j": step(1); break;
-      case "ArrowUp": case "k": step(-1); break;
+    if (pageKey(e.key, onButton)) e.preventDefault();
+  });
+  // A key pressed outside the fields: true when the page used it.
+  function pageKey(key, onButton) {
+    switch (key) {
+      case "ArrowDown": case "j": step(1); return true;
+      case "ArrowUp": case "k": step(-1); return true;
       case "ArrowLeft": case "ArrowRight": {
-        const shift = (e.key === "ArrowLeft" ? -0.2 : 0.2) * (view.to - view.from);
-        view.from += shift; view.to += shift; drawTimeline(); writeHash(); break;
+        const shift = (key === "ArrowLeft" ? -0.2 : 0.2) * (view.to - view.from);
+        view.from += shift; view.to += shift; drawTimeline(); writeHash(); return true;
       }
-      case "+": case "=": zoomBy(0.6); break;
-      case "-": case "_": zoomBy(1 / 0.6); break;
-      case "Enter": if (onButton) done = false; else zoomToSelected(); break;
+      case "+": case "=": zoomBy(0.6); return true;
+      case "-": case "_": zoomBy(1 / 0.6); return true;
+      case "Enter":
+        if (onButton) return false;  // the button's own Enter
+        zoomToSelected(); return true;
       case "Escape":
         if (drag) { drag = null; drawTimeline(); } else { fullView(); view.rowScroll = 0; drawTimeline(); writeHash(); }
-        break;
-      case "/": controls.q.focus(); break;
-      default: done = false;
+        return true;
+      case "/": controls.q.focus(); return true;
+      default: return false;
     }
-    if (done) e.preventDefault();
-  });
+  }
 
   // ---- the address: #call=…&outcome=…&q=…&zoom=from~to (ms after the first call) ---------------
   const HASH_KEYS = ["outcome", "layer", "method", "tool", "session", "flag", "set", "q"];
@@ -1066,7 +1146,7 @@
     const hash = "#" + params.toString();
     if (hash === (location.hash || "#")) return;
     written = hash;
-    try { history.replaceState(null, "", hash); } catch (err) { location.replace(hash); }
+    try { history.replaceState(null, "", hash); } catch { location.replace(hash); }
   }
   function readHash() {
     const params = new URLSearchParams(location.hash.replace(/^#/, ""));
