@@ -68,11 +68,14 @@ test-fast: $(STAMP)
 
 # mypy and import-linter cannot follow the editable install's package-dir mapping: they read mcp_blackbox
 # through the committed links in typecheck/ (pyproject.toml's mypy_path; PYTHONPATH for lint-imports).
-lint: $(STAMP)
+# ESLint for the report's script runs from the repository's root (its config's paths are relative to it);
+# --max-warnings 0 turns a file the config does not reach into a failure instead of a warning.
+lint: $(STAMP) $(BROWSER_TESTS)/node_modules/.package-lock.json
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	PYTHONPATH=typecheck $(BIN)/lint-imports --no-cache
 	$(BIN)/mypy -p mcp_blackbox.addon -p mcp_blackbox.analyzer -p mcp_blackbox.cli -p tests.support -p tests.truth
+	$(BROWSER_TESTS)/node_modules/.bin/eslint --config $(BROWSER_TESTS)/eslint.config.mjs --max-warnings 0 templates/report.js
 
 bench-addon: $(STAMP)
 	$(BIN)/python tests/benchmarks/bench_addon.py

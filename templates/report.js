@@ -11,7 +11,7 @@
   const ENDINGS = new Map(data.vocabulary.endings.map(function (e) { return [e.name, e]; }));
   const ORIGINS = new Map(data.vocabulary.origins.map(function (o) { return [o.name, o]; }));
 
-  // ---- the data, decoded (analyzer/report.py writes it compact) ------------------------------
+  // ---- the data, decoded (analyzer/review/report.py writes it compact) ------------------------------
   // Recurring texts are indices into data.strings; times are integer microseconds, a row's t0 the step from
   // the previous row's; groups name their attempts by row. Decoded here, once, into milliseconds and texts.
   const S = data.strings;
@@ -65,7 +65,7 @@
   const T = columnsOf(data.anatomy_columns);
   const anatomyRows = new Map(data.anatomy.map(function (a) { return [calls[a[T.row]][C.id], a]; }));
   const ms = function (us) { return us === null ? null : us / 1000; };
-  function anatomyOf(id) {  // the call's timeout anatomy (analyzer/anatomy.py), or null
+  function anatomyOf(id) {  // the call's timeout anatomy (analyzer/calls/anatomy.py), or null
     const a = anatomyRows.get(id);
     if (!a) return null;
     return {
