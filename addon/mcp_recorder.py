@@ -49,6 +49,7 @@ from mcp_blackbox.addon.record_redaction import RecordRedaction
 from mcp_blackbox.addon.rotation import CaptureWriter
 from mcp_blackbox.addon.stream_tap import StreamTap
 from mcp_blackbox.analyzer.calls.live import judge_flow
+from mcp_blackbox.analyzer.wire.jsonrpc import JsonObject
 from mcp_blackbox.analyzer.wire.metadata import METADATA_KEY, METADATA_VERSION, StreamEnd, stream_end_reason
 
 logger = logging.getLogger("mcp_blackbox")
@@ -200,24 +201,44 @@ class McpRecorder:
         return tap, record
 
     def _annotate(self, flow: http.HTTPFlow, tap: StreamTap | None, record: dict[str, Any]) -> None:
+        """Put the record into the flow: judged, if the exchange is MCP and passes mcp_filter; as it is for any
+        other streamed response; a flow that is neither is left alone."""
         requests = request_messages(flow)
+        reason = self._mcp_reason(flow, tap, requests)
+        if reason is not None and (self.filter is None or self.filter(flow)):
+            self._judge(flow, tap, requests, record, reason)
+        if tap is not None or "mcp" in record:
+            flow.metadata[METADATA_KEY] = record
+
+    def _mcp_reason(self, flow: http.HTTPFlow, tap: StreamTap | None, requests: list[JsonObject]) -> str | None:
+        """Why the exchange is MCP (its endpoint, headers or messages; for an event stream, also what it carried),
+        or None."""
         reason = self.endpoints.recognise(flow, requests)
         if reason is None and tap is not None:
             reason = self._recognise_legacy_stream(flow)
-        if reason is not None and (self.filter is None or self.filter(flow)):
-            record["mcp"] = reason
-            # In the state before judging it: the verdict reads the stream record like the analyzer does.
-            flow.metadata[METADATA_KEY] = record
-            verdict = judge_flow(flow)
-            record["failure"] = verdict.reason if verdict.failed else None
-            record["pending"] = verdict.reason if verdict.pending else None
-            if verdict.failed:
-                flow.marked = flow.marked or FAILURE_MARKER
-                flow.comment = flow.comment or f"MCP: {verdict.reason}"
-            if self.console:
-                print(console_line(describe(flow, tap, requests, verdict)), flush=self.console_is_tty)
-        if tap is not None or "mcp" in record:
-            flow.metadata[METADATA_KEY] = record
+        return reason
+
+    def _judge(
+        self,
+        flow: http.HTTPFlow,
+        tap: StreamTap | None,
+        requests: list[JsonObject],
+        record: dict[str, Any],
+        reason: str,
+    ) -> None:
+        """The live verdict into the record (and onto the flow, marked for mitmweb if it failed); its console
+        line if asked for."""
+        record["mcp"] = reason
+        # In the state before judging it: the verdict reads the stream record like the analyzer does.
+        flow.metadata[METADATA_KEY] = record
+        verdict = judge_flow(flow)
+        record["failure"] = verdict.reason if verdict.failed else None
+        record["pending"] = verdict.reason if verdict.pending else None
+        if verdict.failed:
+            flow.marked = flow.marked or FAILURE_MARKER
+            flow.comment = flow.comment or f"MCP: {verdict.reason}"
+        if self.console:
+            print(console_line(describe(flow, tap, requests, verdict)), flush=self.console_is_tty)
 
     def _recognise_legacy_stream(self, flow: http.HTTPFlow) -> str | None:
         for event in recorded_events(flow):

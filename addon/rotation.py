@@ -55,6 +55,12 @@ class Retention:
     files: int | None = None
     budget: int | None = None
 
+    def exceeded_by(self, count: int, total: int) -> bool:
+        """Whether ``count`` files of ``total`` bytes are more than this keeps."""
+        over_count = self.files is not None and count > self.files
+        over_budget = self.budget is not None and total > self.budget
+        return over_count or over_budget
+
 
 def parse_keep(text: str) -> Retention:
     """``10``: the newest 10 files; ``1g``, ``500m``: the newest files within that many bytes."""
@@ -202,30 +208,45 @@ class FlowFiles:
         if self.directory is None or self.keep is None:
             return []
         files = rotated_files(self.directory)
-        sizes = {}
-        for path in files:
-            try:
-                sizes[path] = path.stat().st_size
-            except FileNotFoundError:
-                continue
+        sizes = _sizes(files)
         files = [p for p in files if p in sizes]
         deleted: list[Path] = []
         total = sum(sizes.values())
         for path in files:
-            over_count = self.keep.files is not None and len(files) - len(deleted) > self.keep.files
-            over_budget = self.keep.budget is not None and total > self.keep.budget
-            if not (over_count or over_budget) or (self.fd is not None and path == self.path):
+            if not self.keep.exceeded_by(len(files) - len(deleted), total) or self._is_open(path):
                 break
-            try:
-                path.unlink()
-            except FileNotFoundError:
-                pass
-            except OSError as e:
-                logger.warning("mcp_blackbox: cannot delete %s for mcp_keep: %s", path, e)
+            if not _delete_rotated(path):
                 break
             deleted.append(path)
             total -= sizes[path]
         return deleted
+
+    def _is_open(self, path: Path) -> bool:
+        return self.fd is not None and path == self.path
+
+
+def _sizes(files: list[Path]) -> dict[Path, int]:
+    """The size of each file, in their order; a file gone meanwhile is left out."""
+    sizes: dict[Path, int] = {}
+    for path in files:
+        try:
+            sizes[path] = path.stat().st_size
+        except FileNotFoundError:
+            continue
+    return sizes
+
+
+def _delete_rotated(path: Path) -> bool:
+    """Delete a file for retention (one already gone counts as deleted); False, with a warning, if it cannot be:
+    retention stops there rather than delete newer files."""
+    try:
+        path.unlink()
+    except FileNotFoundError:
+        pass
+    except OSError as e:
+        logger.warning("mcp_blackbox: cannot delete %s for mcp_keep: %s", path, e)
+        return False
+    return True
 
 
 class CaptureWriter:

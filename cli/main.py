@@ -11,7 +11,7 @@ import sys
 import textwrap
 from collections.abc import Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from mcp_blackbox.analyzer.model.vocabulary import NOT_FAILURES
 from mcp_blackbox.analyzer.outputs.analysis import DEFAULT_WINDOW, Analysis, CallStream, analyze
@@ -25,6 +25,9 @@ from mcp_blackbox.analyzer.wire.inputs import expand_captures, recording_of
 from mcp_blackbox.cli import run_command
 from mcp_blackbox.cli.environment import addon_path, mitmdump_executable
 from mcp_blackbox.cli.options import recording_options
+
+if TYPE_CHECKING:
+    from mcp_blackbox.analyzer.redaction.sanitize import RedactResult
 
 
 def record_command(args: argparse.Namespace) -> list[str]:
@@ -173,23 +176,35 @@ def explain(head: str, body: str | None = None, width: int = 80) -> None:
 
 
 def run_export(args: argparse.Namespace) -> int:
-    if args.otlp_endpoint and args.format not in (None, "otlp"):
-        print(
-            f"mcp-blackbox export: --otlp-endpoint sends OTLP; it does not go with --format {args.format}",
-            file=sys.stderr,
-        )
+    """JSON and CSV (the default) streamed, each call written once final; OTLP and HAR from the whole analysis.
+    2: the export cannot be made, or no capture could be read."""
+    problem = _cannot_export(args)
+    if problem is not None:
+        print(f"mcp-blackbox export: {problem}", file=sys.stderr)
         return 2
+    if args.format == "otlp" or args.otlp_endpoint or args.format == "har":
+        analysis = load_or_explain(args.captures)
+        return 2 if analysis is None else _export_other(args, analysis)
+    return _export_json_or_csv(args)
+
+
+def _cannot_export(args: argparse.Namespace) -> str | None:
+    """Why the export cannot be made at all: --otlp-endpoint with another format, or OTLP without the
+    OpenTelemetry packages. None: it can."""
+    if args.otlp_endpoint and args.format not in (None, "otlp"):
+        return f"--otlp-endpoint sends OTLP; it does not go with --format {args.format}"
     if args.format == "otlp" or args.otlp_endpoint:
         from mcp_blackbox.analyzer.outputs.otlp import OtlpMissing, require_otlp
 
         try:
             require_otlp()  # before reading the captures: say at once what to install
         except OtlpMissing as e:
-            print(f"mcp-blackbox export: {e}", file=sys.stderr)
-            return 2
-    if args.format == "otlp" or args.otlp_endpoint or args.format == "har":
-        analysis = load_or_explain(args.captures)
-        return 2 if analysis is None else _export_other(args, analysis)
+            return str(e)
+    return None
+
+
+def _export_json_or_csv(args: argparse.Namespace) -> int:
+    """JSON (the default) or CSV, to ``--output`` or to stdout (the default, or ``-``)."""
     args.format = args.format or "json"
     args.output = args.output or "-"
     write = write_json if args.format == "json" else write_csv
@@ -334,40 +349,60 @@ def run_diff(args: argparse.Namespace) -> int:
 
 def run_redact(args: argparse.Namespace) -> int:
     """A flow file to share: every HTTP flow of the captures with its secrets replaced by pseudonyms."""
+    output = Path(args.output)
+    refusal = _cannot_redact(args.captures, args.output)
+    if refusal is not None:
+        print(f"mcp-blackbox redact: {refusal}", file=sys.stderr)
+        return 2
+    result = _redact_into(list(args.captures), output)
+    for problem in result.problems:
+        explain("mcp-blackbox redact:", problem)
+    print(f"{args.output}: " + "; ".join(_redaction_notes(result)))
+    if result.problems:
+        return 2  # what could be read is in the output, redacted; the rest is not
+    return 0
+
+
+def _cannot_redact(captures: list[str], output_name: str) -> str | None:
+    """Why the captures cannot be redacted into the output: it is one of them, or one is a stdio capture.
+    None: they can."""
+    output = Path(output_name)
+    if any(Path(c).resolve() == output.resolve() for c in captures if Path(c).exists()):
+        return f"{output_name} is also an input: write to another file"
+    from mcp_blackbox.analyzer.read.stdio_load import is_stdio_capture
+
+    if stdio := [str(c) for c in captures if is_stdio_capture(str(c))]:
+        # Its lines are no HTTP flows; the export and the report redact what they quote from it.
+        return f"{stdio[0]} is a stdio capture: redact rewrites flow files only"
+    return None
+
+
+def _redact_into(captures: list[str | Path], output: Path) -> RedactResult:
+    """The captures' flows redacted into ``output``, through a file beside it renamed when complete: an
+    interrupted run leaves no half-written capture."""
     import tempfile
 
     from mcp_blackbox.analyzer.redaction.sanitize import redact_files
 
-    output = Path(args.output)
-    if any(Path(c).resolve() == output.resolve() for c in args.captures if Path(c).exists()):
-        print(f"mcp-blackbox redact: {args.output} is also an input: write to another file", file=sys.stderr)
-        return 2
-    from mcp_blackbox.analyzer.read.stdio_load import is_stdio_capture
-
-    if stdio := [str(c) for c in args.captures if is_stdio_capture(str(c))]:
-        # Its lines are no HTTP flows; the export and the report redact what they quote from it.
-        print(f"mcp-blackbox redact: {stdio[0]} is a stdio capture: redact rewrites flow files only", file=sys.stderr)
-        return 2
-    # Into a file beside the output, renamed when complete: an interrupted run leaves no half-written capture.
     fd, tmp = tempfile.mkstemp(dir=output.parent if str(output.parent) else ".", prefix=f".{output.name}.")
     try:
         with os.fdopen(fd, "wb") as out:
-            result = redact_files(list(args.captures), out)
+            result = redact_files(captures, out)
         os.replace(tmp, output)
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
-    for problem in result.problems:
-        explain("mcp-blackbox redact:", problem)
+    return result
+
+
+def _redaction_notes(result: RedactResult) -> list[str]:
+    """What was written, and what was left out (flows that are not HTTP, bodies that could not be decoded)."""
     notes = [f"{result.flows_written} flow(s) written, secrets replaced by pseudonyms"]
     if result.not_http:
         notes.append(f"{result.not_http} flow(s) that are not HTTP left out")
     if result.dropped_bodies:
         notes.append(f"{result.dropped_bodies} body(ies) in an encoding that could not be decoded left out")
-    print(f"{args.output}: " + "; ".join(notes))
-    if result.problems:
-        return 2  # what could be read is in the output, redacted; the rest is not
-    return 0
+    return notes
 
 
 def fail_on_names(text: str) -> list[str]:

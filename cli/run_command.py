@@ -299,6 +299,27 @@ def read_stats(path: Path) -> dict[str, Any]:
 
 def report(capture: str, stats: dict[str, Any], recorded_all: bool, passthrough: bool = False) -> None:
     """One line per MCP server seen; what the run could not see; where the capture is."""
+    servers = _calls_by_server(capture)
+    for server, (calls, failed) in sorted(servers.items()):
+        say(f"MCP server {server}: {calls} call{'s' * (calls != 1)}, {failed} failed")
+    _say_tls_failures(stats)
+    if not servers:
+        seen = _what_came_through(stats, passthrough)
+        say(
+            f"no MCP exchange was seen: {seen}. The client may ignore the proxy settings (HTTP_PROXY, "
+            "HTTPS_PROXY) or pin certificates. Record it in reverse mode (mcp-blackbox record --upstream URL, "
+            "and point the client at the recorder) or set the client's own proxy option to "
+            "the recorder; stdio servers: mcp-blackbox record --stdio."
+        )
+    elif not recorded_all and stats.get("other_hosts"):
+        other = sum(stats["other_hosts"].values())
+        say(f"{other} other HTTP exchange(s) passed through unrecorded (--all records them)")
+    say(f"capture: {capture}")
+
+
+def _calls_by_server(capture: str) -> dict[str, list[int]]:
+    """[calls, failed calls] per server the capture's calls went to; none when the capture could not be
+    analyzed (which is said: it is still where it is)."""
     from mcp_blackbox.analyzer.model.vocabulary import is_failure
     from mcp_blackbox.analyzer.outputs.analysis import analyze
 
@@ -307,14 +328,17 @@ def report(capture: str, stats: dict[str, Any], recorded_all: bool, passthrough:
         analysis = analyze([capture])
     except Exception as e:  # a capture the analysis cannot read is still where it is
         say(f"the capture could not be analyzed: {e}")
-        analysis = None
-    if analysis is not None:
-        for call in analysis.call_objects:
-            counts = servers.setdefault(call.exchange.server or "(unknown)", [0, 0])
-            counts[0] += 1
-            counts[1] += is_failure(str(call.outcome))
-    for server, (calls, failed) in sorted(servers.items()):
-        say(f"MCP server {server}: {calls} call{'s' * (calls != 1)}, {failed} failed")
+        return servers
+    for call in analysis.call_objects:
+        counts = servers.setdefault(call.exchange.server or "(unknown)", [0, 0])
+        counts[0] += 1
+        counts[1] += is_failure(str(call.outcome))
+    return servers
+
+
+def _say_tls_failures(stats: dict[str, Any]) -> None:
+    """The TLS handshakes that failed (the recorder's stats): with the client (its requests were not recorded),
+    and with each server the recorder could not verify; what to do about each."""
     failed_tls = stats.get("tls_failed", {})
     counts = stats.get("tls_failed_count", {})
     if counts.get("client"):
@@ -331,59 +355,30 @@ def report(capture: str, stats: dict[str, Any], recorded_all: bool, passthrough:
                 f"the recorder could not verify the server {failure.get('host')}:{failure.get('port')} "
                 f"({failure.get('error')}): pass its CA with --upstream-ca FILE (or --insecure-upstream)"
             )
-    if not servers:
-        if not stats.get("exchanges"):
-            seen = "no HTTP request came through the recorder" + (
-                " (hosts passed through aside)" if passthrough else ""
-            )
-        else:
-            others = stats.get("other_hosts", {})
-            seen = f"{stats['exchanges']} HTTP exchange(s) came through ({', '.join(sorted(others)[:5])}), none MCP"
-        say(
-            f"no MCP exchange was seen: {seen}. The client may ignore the proxy settings (HTTP_PROXY, "
-            "HTTPS_PROXY) or pin certificates. Record it in reverse mode (mcp-blackbox record --upstream URL, "
-            "and point the client at the recorder) or set the client's own proxy option to "
-            "the recorder; stdio servers: mcp-blackbox record --stdio."
-        )
-    elif not recorded_all and stats.get("other_hosts"):
-        other = sum(stats["other_hosts"].values())
-        say(f"{other} other HTTP exchange(s) passed through unrecorded (--all records them)")
-    say(f"capture: {capture}")
+
+
+def _what_came_through(stats: dict[str, Any], passthrough: bool) -> str:
+    """When no MCP exchange was seen: whether any HTTP exchange came through the recorder, and to which hosts."""
+    if not stats.get("exchanges"):
+        return "no HTTP request came through the recorder" + (" (hosts passed through aside)" if passthrough else "")
+    others = stats.get("other_hosts", {})
+    return f"{stats['exchanges']} HTTP exchange(s) came through ({', '.join(sorted(others)[:5])}), none MCP"
 
 
 def run(args: argparse.Namespace) -> int:
-    argv = list(args.command)
-    if argv[:1] == ["--"]:
-        argv = argv[1:]
-    if not argv:
-        args.run_parser.error("the command to run goes after --: run -w CAPTURE -- COMMAND ARGS...")
-    if args.upstream_ca and not Path(args.upstream_ca).is_file():
-        args.run_parser.error(f"--upstream-ca {args.upstream_ca}: no such file")
+    """Record COMMAND through a recorder started for it; its status (125: the recorder did not start)."""
+    argv = _command_to_run(args)
     with tempfile.TemporaryDirectory(prefix="mcp-blackbox-run-") as tmp, Forwarding() as signals:
         workdir = Path(tmp)
         system_bundle, system_words = system_ca_bundle()
-        upstream_bundle = None
-        if args.upstream_ca:
-            # The servers' CA beside the public ones: the agent may also talk to public servers.
-            upstream_bundle = workdir / "upstream-ca.pem"
-            write_bundle(upstream_bundle, system_bundle, Path(args.upstream_ca))
+        upstream_bundle = _upstream_bundle(args, workdir, system_bundle)
         try:
             recorder = start_recorder(recorder_command(args, workdir, upstream_bundle), workdir)
         except RuntimeError as e:
             say(str(e))
             return 125
         try:
-            bundle = workdir / "ca-bundle.pem"
-            write_bundle(bundle, system_bundle, recorder.ca_file)
-            proxy_url = f"http://127.0.0.1:{recorder.port}"
-            env, notes = client_environment(os.environ, proxy_url, bundle, node_version())
-            say(f"recording through {proxy_url} into {args.write}; CAs trusted: {system_words} and the run's CA")
-            for note in notes:
-                say(note)
-            earlier = next((os.environ[n] for n in PROXY_NAMES if os.environ.get(n)), None)
-            if earlier and not args.upstream_proxy:
-                shown = earlier.rpartition("@")[2]  # without credentials
-                say(f"a proxy was set ({shown}): the recorder connects directly; --upstream-proxy goes through it")
+            env = _client_setup(args, workdir, recorder, system_bundle, system_words)
             status = run_child(argv, env, signals)
         finally:
             stopped = recorder.stop()
@@ -391,6 +386,48 @@ def run(args: argparse.Namespace) -> int:
             say(f"the recorder exited with {stopped}; its log:\n{recorder.log_tail()}")
         report(args.write, read_stats(workdir / "stats.json"), args.all, bool(args.passthrough))
     return status
+
+
+def _command_to_run(args: argparse.Namespace) -> list[str]:
+    """COMMAND and its arguments, after ``--``; a usage error (argparse's exit) when there is none, or when
+    --upstream-ca names no file."""
+    argv = list(args.command)
+    if argv[:1] == ["--"]:
+        argv = argv[1:]
+    if not argv:
+        args.run_parser.error("the command to run goes after --: run -w CAPTURE -- COMMAND ARGS...")
+    if args.upstream_ca and not Path(args.upstream_ca).is_file():
+        args.run_parser.error(f"--upstream-ca {args.upstream_ca}: no such file")
+    return argv
+
+
+def _upstream_bundle(args: argparse.Namespace, workdir: Path, system_bundle: Path) -> Path | None:
+    """With --upstream-ca, the CAs the recorder trusts for the servers; None: the system's alone."""
+    if not args.upstream_ca:
+        return None
+    # The servers' CA beside the public ones: the agent may also talk to public servers.
+    upstream_bundle = workdir / "upstream-ca.pem"
+    write_bundle(upstream_bundle, system_bundle, Path(args.upstream_ca))
+    return upstream_bundle
+
+
+def _client_setup(
+    args: argparse.Namespace, workdir: Path, recorder: Recorder, system_bundle: Path, system_words: str
+) -> dict[str, str]:
+    """COMMAND's environment, with a CA bundle of the system's CAs and the run's, said as it is set up: the
+    recorder's address, what was done for Node, and a proxy already set that the recorder does not use."""
+    bundle = workdir / "ca-bundle.pem"
+    write_bundle(bundle, system_bundle, recorder.ca_file)
+    proxy_url = f"http://127.0.0.1:{recorder.port}"
+    env, notes = client_environment(os.environ, proxy_url, bundle, node_version())
+    say(f"recording through {proxy_url} into {args.write}; CAs trusted: {system_words} and the run's CA")
+    for note in notes:
+        say(note)
+    earlier = next((os.environ[n] for n in PROXY_NAMES if os.environ.get(n)), None)
+    if earlier and not args.upstream_proxy:
+        shown = earlier.rpartition("@")[2]  # without credentials
+        say(f"a proxy was set ({shown}): the recorder connects directly; --upstream-proxy goes through it")
+    return env
 
 
 def add_parser(commands: Any) -> None:

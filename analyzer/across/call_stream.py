@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from operator import attrgetter
 from pathlib import Path
@@ -368,20 +368,45 @@ def _orphan_call(message: Message) -> Call:
     return call
 
 
-def _mcp_reason(exchange: Exchange, extracted: Extracted, known: set[str]) -> str | None:
-    if exchange.stdio is not None:  # a line between a client and the MCP server record --stdio ran
-        return "a stdio capture"
+def _from_stdio(exchange: Exchange, extracted: Extracted, known: set[str]) -> bool:
+    """A line between a client and the MCP server record --stdio ran."""
+    return exchange.stdio is not None
+
+
+def _speaks_jsonrpc(exchange: Exchange, extracted: Extracted, known: set[str]) -> bool:
+    """JSON-RPC messages with an MCP method, or answers alone (a client's reply to a server request carries
+    no method: JSON-RPC is enough)."""
     methods = {m.method for m in extracted.messages if m.method is not None}
-    # Answers alone (a client's reply to a server request) carry no method: JSON-RPC enough.
-    if extracted.claims_jsonrpc and (not methods or any(is_mcp_method(m) for m in methods)):
-        return "JSON-RPC messages"
-    if extracted.endpoint is not None:
-        return "HTTP+SSE endpoint event"
-    if any(name in exchange.request_headers for name in MCP_REQUEST_HEADERS) or exchange.session_id:
-        return "MCP headers"
-    if exchange.endpoint in known:
-        return "an endpoint seen speaking MCP"
-    return None
+    return extracted.claims_jsonrpc and (not methods or any(is_mcp_method(m) for m in methods))
+
+
+def _announces_endpoint(exchange: Exchange, extracted: Extracted, known: set[str]) -> bool:
+    """An HTTP+SSE stream's endpoint event."""
+    return extracted.endpoint is not None
+
+
+def _has_mcp_headers(exchange: Exchange, extracted: Extracted, known: set[str]) -> bool:
+    return any(name in exchange.request_headers for name in MCP_REQUEST_HEADERS) or bool(exchange.session_id)
+
+
+def _endpoint_known(exchange: Exchange, extracted: Extracted, known: set[str]) -> bool:
+    """An endpoint already seen speaking MCP."""
+    return exchange.endpoint in known
+
+
+# Why an exchange counts as MCP: the first sign it shows, in this order.
+_MCP_SIGNS: tuple[tuple[Callable[[Exchange, Extracted, set[str]], bool], str], ...] = (
+    (_from_stdio, "a stdio capture"),
+    (_speaks_jsonrpc, "JSON-RPC messages"),
+    (_announces_endpoint, "HTTP+SSE endpoint event"),
+    (_has_mcp_headers, "MCP headers"),
+    (_endpoint_known, "an endpoint seen speaking MCP"),
+)
+
+
+def _mcp_reason(exchange: Exchange, extracted: Extracted, known: set[str]) -> str | None:
+    """Why ``exchange`` is MCP traffic (_MCP_SIGNS); None: it is not."""
+    return next((reason for shows, reason in _MCP_SIGNS if shows(exchange, extracted, known)), None)
 
 
 def gather_facts_of(call: Call, facts: CaptureFacts) -> None:
@@ -391,12 +416,31 @@ def gather_facts_of(call: Call, facts: CaptureFacts) -> None:
     result = next((r.body["result"] for r in call.responses if r.kind == "result" and r.body), None)
     if not isinstance(result, dict):
         return
-    if call.method == "tools/list" and isinstance(result.get("tools"), list):
-        for tool in result["tools"]:
-            if isinstance(tool, dict) and isinstance(tool.get("name"), str):
-                facts.tools[tool["name"]] = tool
-    elif call.method == "initialize" and isinstance(result.get("protocolVersion"), str):
+    if call.method == "tools/list":
+        _gather_tools(result, facts)
+    elif call.method == "initialize":
+        _gather_version(call, result, facts)
+    if call.method in ("initialize", "server/discover"):
+        _gather_server(result, facts)
+
+
+def _gather_tools(result: dict[str, Any], facts: CaptureFacts) -> None:
+    """Each named tool of a tools/list result, by name (a later listing of a name replaces it)."""
+    if not isinstance(result.get("tools"), list):
+        return
+    for tool in result["tools"]:
+        if isinstance(tool, dict) and isinstance(tool.get("name"), str):
+            facts.tools[tool["name"]] = tool
+
+
+def _gather_version(call: Call, result: dict[str, Any], facts: CaptureFacts) -> None:
+    """The protocol version an initialize result negotiated, for the call's scope."""
+    if isinstance(result.get("protocolVersion"), str):
         facts.versions[call.scope] = result["protocolVersion"]
+
+
+def _gather_server(result: dict[str, Any], facts: CaptureFacts) -> None:
+    """The server's name/version, from the serverInfo of an initialize or server/discover result."""
     info = result.get("serverInfo")
-    if call.method in ("initialize", "server/discover") and isinstance(info, dict) and info.get("name"):
+    if isinstance(info, dict) and info.get("name"):
         facts.servers.add(f"{info['name']}/{info.get('version', '?')}")

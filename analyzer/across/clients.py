@@ -99,6 +99,16 @@ class Clients:
         self.lineages = _Lineages()
 
     def feed(self, call: Call) -> None:
+        """Add ``call`` to its unit: a linked unit's lineage grows with it at once; an unlinked unit keeps
+        it, and what it says of the client, until ``link``."""
+        unit = self._unit_of(call)
+        if unit.identity is not None:  # linked: its calls join its lineage as they come
+            self._join_lineage(unit, call)
+        else:
+            self._wait_for_link(unit, call)
+
+    def _unit_of(self, call: Call) -> _Unit:
+        """The call's unit, new if it is the unit's first call, alive at least until the call ended."""
         name = unit_of(call)
         end = call.t_end or call.request.t
         unit = self.units.get(name)
@@ -106,14 +116,20 @@ class Clients:
             unit = self.units[name] = _Unit(name, call.request.t, end, call)
             self.fresh.append(unit)
         unit.end = max(unit.end, end)
+        return unit
+
+    def _join_lineage(self, unit: _Unit, call: Call) -> None:
+        """A linked unit's call: it gets the unit's identity, and the lineage lasts (and uses its connection)."""
+        call.client = unit.identity
+        assert unit.lineage is not None
+        self.lineages.extend(unit.lineage, unit.end)
+        connection = call.exchange.client_conn
+        if connection:
+            self.lineages.used(connection, unit.lineage, unit.start, unit.end)
+
+    def _wait_for_link(self, unit: _Unit, call: Call) -> None:
+        """An unlinked unit's call waits with it; the first User-Agent, clientInfo and version said are kept."""
         exchange = call.exchange
-        if unit.identity is not None:  # linked: its calls join its lineage as they come
-            call.client = unit.identity
-            assert unit.lineage is not None
-            self.lineages.extend(unit.lineage, unit.end)
-            if exchange.client_conn:
-                self.lineages.used(exchange.client_conn, unit.lineage, unit.start, unit.end)
-            return
         unit.waiting.append(call)
         if exchange.client_conn:
             unit.connections.setdefault(exchange.client_conn)

@@ -481,34 +481,70 @@ def _previous_attempt(
     probe: Call | None,
     history: _History,
 ) -> tuple[Call | None, Origin | None]:
-    """The attempt this call repeats, and (origin, confidence, evidence) of the repetition."""
+    """The attempt this call repeats, and (origin, confidence, evidence) of the repetition.
+
+    The kinds of repetition are tried in this order, the first that fits winning: a protocol fallback, an
+    MRTR round, an agent's retry with other arguments, the same request sent again after a failure. The
+    last may leave evidence on the call even when it does not link it: ``or`` asks it only when none of
+    the others fits."""
     facts = call.request.facts
     assert facts is not None
-    if _falls_back(call, probe):
-        assert probe is not None
-        why = f"{probe.method} refused ({_carried(probe.exchange)}, {probe.outcome}), then initialize"
-        return probe, (RetryOrigin.PROTOCOL_FALLBACK, Confidence.HIGH, [f"version negotiation: {why}"])
-    if facts.round_digest is not None and call.tool:
-        before = latest_tool.get(_tool_key(call))
-        if before is not None and before.outcome == Outcome.INPUT_REQUIRED:
-            why = "input_required answered: same tool, new id, inputResponses"
-            return before, (RetryOrigin.MRTR_ROUND, Confidence.HIGH, [why])
-    if call.tool and same is None:
-        # Other arguments: only the same session (or connection), right after the isError. A new run of an
-        # agent calls the same tool on a fresh session with arguments of its own.
-        before = latest_tool.get(_tool_key(call, in_unit=True))
-        if (
-            before is not None
-            and before.outcome == Outcome.TOOL_ERROR
-            and _same_unit(before, call)
-            and _within_window(before, call, AGENT_GAP)
-        ):
-            why = "after isError, the same tool again with other arguments, in the same session"
-            return before, (RetryOrigin.AGENT_RETRY, Confidence.MEDIUM, [why])
+    found = (
+        _protocol_fallback(call, probe)
+        or _mrtr_round(call, facts, latest_tool)
+        or _agent_retry(call, same, latest_tool)
+        or _failure_retry(call, same, history)
+    )
+    return found if found is not None else (None, None)
+
+
+def _protocol_fallback(call: Call, probe: Call | None) -> tuple[Call, Origin] | None:
+    """initialize after a refused probe (_falls_back): version negotiation, linked to the probe."""
+    if probe is None or not _falls_back(call, probe):
+        return None
+    why = f"{probe.method} refused ({_carried(probe.exchange)}, {probe.outcome}), then initialize"
+    return probe, (RetryOrigin.PROTOCOL_FALLBACK, Confidence.HIGH, [f"version negotiation: {why}"])
+
+
+def _mrtr_round(
+    call: Call, facts: RequestFacts, latest_tool: dict[tuple[str, str, str], Call]
+) -> tuple[Call, Origin] | None:
+    """The same tool called again with inputResponses after it answered input_required: the next round."""
+    if facts.round_digest is None or not call.tool:
+        return None
+    before = latest_tool.get(_tool_key(call))
+    if before is None or before.outcome != Outcome.INPUT_REQUIRED:
+        return None
+    why = "input_required answered: same tool, new id, inputResponses"
+    return before, (RetryOrigin.MRTR_ROUND, Confidence.HIGH, [why])
+
+
+def _agent_retry(
+    call: Call, same: Call | None, latest_tool: dict[tuple[str, str, str], Call]
+) -> tuple[Call, Origin] | None:
+    """The same tool with other arguments (no identical request before it), right after its isError."""
+    if not call.tool or same is not None:
+        return None
+    # Other arguments: only the same session (or connection), right after the isError. A new run of an
+    # agent calls the same tool on a fresh session with arguments of its own.
+    before = latest_tool.get(_tool_key(call, in_unit=True))
+    if (
+        before is None
+        or before.outcome != Outcome.TOOL_ERROR
+        or not _same_unit(before, call)
+        or not _within_window(before, call, AGENT_GAP)
+    ):
+        return None
+    why = "after isError, the same tool again with other arguments, in the same session"
+    return before, (RetryOrigin.AGENT_RETRY, Confidence.MEDIUM, [why])
+
+
+def _failure_retry(call: Call, same: Call | None, history: _History) -> tuple[Call, Origin] | None:
+    """The identical request sent again within the window after ``same`` failed, if an origin rule links it."""
     if same is None or not is_failure(same.outcome) or not _within_window(same, call):
-        return None, None
+        return None
     origin = _origin(same, call, history)
-    return (same, origin) if origin is not None else (None, None)
+    return (same, origin) if origin is not None else None
 
 
 def _falls_back(call: Call, probe: Call | None) -> bool:
@@ -795,35 +831,65 @@ def _apply(group: RetryGroup, facts: CaptureFacts) -> None:
 
 
 def _attempt_safety(before: Call, after: Call, facts: CaptureFacts) -> Safety:
-    notes: list[Safety] = []
+    """How safe it was to send ``before`` again as ``after``. Every concern is noted on ``after`` (a flag or
+    evidence); the verdict is UNSAFE if the replay was, else the first concern found, else SAFE."""
+    # All three run, in this order, whatever the verdict: each leaves its own flag or evidence on the call.
+    ignored_wait = _retry_after_ignored(before, after)
+    pointless = _pointless_repeat(before, after)
+    replay = _replay_concern(before, after, facts)
+    if replay is Safety.UNSAFE:
+        return replay
+    return next((note for note in (ignored_wait, pointless, replay) if note is not None), Safety.SAFE)
+
+
+def _retry_after_ignored(before: Call, after: Call) -> Safety | None:
+    """A 429 or 503 asked for a wait (Retry-After) that the retry did not keep."""
     wait = _retry_after(before) if before.exchange.status in (429, 503) else None
-    if wait is not None:
-        waited = after.request.t - (before.t_end or before.request.t)
-        if waited < wait:
-            _flag(after, Flag.RETRY_AFTER_IGNORED, f"retried after {waited:.2f} s; Retry-After asked for {wait:g} s")
-            notes.append(Safety.RETRY_AFTER_IGNORED)
-    if before.error_code == -32602 and _same_params(before, after):
-        after.evidence = (*after.evidence, "retried unchanged after -32602 invalid params: it will fail again")
-        notes.append(Safety.POINTLESS)
+    if wait is None:
+        return None
+    waited = after.request.t - (before.t_end or before.request.t)
+    if waited < wait:
+        _flag(after, Flag.RETRY_AFTER_IGNORED, f"retried after {waited:.2f} s; Retry-After asked for {wait:g} s")
+        return Safety.RETRY_AFTER_IGNORED
+    return None
+
+
+def _pointless_repeat(before: Call, after: Call) -> Safety | None:
+    """The same params again after the server refused them as invalid (-32602): it will fail again."""
+    if before.error_code != -32602 or not _same_params(before, after):
+        return None
+    after.evidence = (*after.evidence, "retried unchanged after -32602 invalid params: it will fail again")
+    return Safety.POINTLESS
+
+
+def _replay_concern(before: Call, after: Call, facts: CaptureFacts) -> Safety | None:
+    """What replaying the call may do on the server: a tool whose effects are unknown and not marked
+    harmless (UNSAFE), a call the server answered wrongly and so ran (DO_NOT_REPLAY), a tool that ran and
+    reported an error (DEPENDS_ON_TOOL)."""
     tool = facts.tools.get(after.tool or "") or {}
-    hints = given if isinstance(given := tool.get("annotations"), dict) else {}
     harmless = replayable(after.tool, facts)
     if after.method == "tools/call" and _effects_unknown(before) and not harmless:
-        why = f"{before.outcome} left the tool's side effects unknown and {after.tool!r} is not marked "
-        why += "readOnlyHint or idempotentHint in tools/list" if tool else "in any tools/list of the capture"
-        if hints.get("destructiveHint"):
-            why += "; it is marked destructiveHint"
-        _flag(after, Flag.UNSAFE_RETRY, why)
-        notes.insert(0, Safety.UNSAFE)
-    elif before.outcome in ANSWERED_WRONGLY:
+        _flag(after, Flag.UNSAFE_RETRY, _unsafe_why(before, after, tool))
+        return Safety.UNSAFE
+    if before.outcome in ANSWERED_WRONGLY:
         # The server answered, so it ran: do not replay; keep the raw answer and find the defect.
         after.evidence = (*after.evidence, f"replayed after {before.outcome}: the server answered, so it ran")
-        notes.append(Safety.DO_NOT_REPLAY)
-    elif before.outcome == Outcome.TOOL_ERROR and after.method == "tools/call" and not harmless:
+        return Safety.DO_NOT_REPLAY
+    if before.outcome == Outcome.TOOL_ERROR and after.method == "tools/call" and not harmless:
         why = f"{after.tool!r} ran and reported an error; repeating it depends on what it does"
         after.evidence = (*after.evidence, why)
-        notes.append(Safety.DEPENDS_ON_TOOL)
-    return notes[0] if notes else Safety.SAFE
+        return Safety.DEPENDS_ON_TOOL
+    return None
+
+
+def _unsafe_why(before: Call, after: Call, tool: dict[str, Any]) -> str:
+    """Why a replayed tool call is unsafe: what left its effects unknown, and what tools/list said of it."""
+    hints = given if isinstance(given := tool.get("annotations"), dict) else {}
+    why = f"{before.outcome} left the tool's side effects unknown and {after.tool!r} is not marked "
+    why += "readOnlyHint or idempotentHint in tools/list" if tool else "in any tools/list of the capture"
+    if hints.get("destructiveHint"):
+        why += "; it is marked destructiveHint"
+    return why
 
 
 def _same_params(before: Call, after: Call) -> bool:

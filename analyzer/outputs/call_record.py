@@ -83,14 +83,23 @@ def reason(call: Call, anatomy: EndingRecord | None) -> str:
     """
     if call.outcome in (Outcome.NO_RESPONSE, Outcome.STREAM_INCOMPLETE) and anatomy is not None:
         return f"no answer: {ending_in_brief(anatomy)}"
-    if call.outcome is not None and call.outcome.is_failure:
-        if call.error_code is not None:
-            return f"JSON-RPC error {call.error_code}: {call.error_message or ''}".rstrip(": ")
-        if call.outcome is Outcome.HTTP_ERROR and call.exchange.status is not None:
-            return f"HTTP {call.exchange.status}" + (f": {call.error_message}" if call.error_message else "")
-        if call.outcome is Outcome.TOOL_ERROR:
-            return f"isError: {call.error_message}" if call.error_message else "isError: true"
+    failed = call.outcome is not None and call.outcome.is_failure
+    cause = _failure_cause(call) if failed else None
+    if cause is not None:
+        return cause
     return call.evidence[-1] if call.evidence else str(call.outcome)
+
+
+def _failure_cause(call: Call) -> str | None:
+    """A failed call's cause, when the call states one: the JSON-RPC error, the HTTP status and what its body
+    said, the tool's error text. None: the evidence names it."""
+    if call.error_code is not None:
+        return f"JSON-RPC error {call.error_code}: {call.error_message or ''}".rstrip(": ")
+    if call.outcome is Outcome.HTTP_ERROR and call.exchange.status is not None:
+        return f"HTTP {call.exchange.status}" + (f": {call.error_message}" if call.error_message else "")
+    if call.outcome is Outcome.TOOL_ERROR:
+        return f"isError: {call.error_message}" if call.error_message else "isError: true"
+    return None
 
 
 def _target(call: Call, prompt: bool) -> str | None:

@@ -20,10 +20,10 @@ import hashlib
 import json
 from collections.abc import Iterator, Sequence
 from typing import IO, TYPE_CHECKING, Any
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, urlsplit
 
 from mcp_blackbox.analyzer.model.contract import CallRecord, ClientRecord, EndingRecord
-from mcp_blackbox.analyzer.model.records import C2S, STDIO_SCHEME, Call
+from mcp_blackbox.analyzer.model.records import C2S, STDIO_SCHEME, Call, Message
 from mcp_blackbox.analyzer.model.vocabulary import Outcome
 from mcp_blackbox.analyzer.outputs.analysis import Analysis
 from mcp_blackbox.analyzer.outputs.export import iter_records
@@ -32,7 +32,9 @@ from mcp_blackbox.analyzer.version import installed_version
 
 if TYPE_CHECKING:
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+    from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import ReadableSpan
+    from opentelemetry.trace import Link, SpanKind
 
 INSTALL_HINT = "pip install 'mcp-blackbox[otlp]'"
 TRACES_PATH = "/v1/traces"
@@ -120,26 +122,35 @@ def _ended_by(ending: EndingRecord | None) -> str | None:
     return ending["ended_by"] if ending is not None else None
 
 
+def _server_port(address: SplitResult) -> int | None:
+    try:
+        return address.port
+    except ValueError:  # a captured host that urllib cannot read
+        return None
+
+
+def _as_text(value: Any) -> str | None:
+    """A JSON-RPC id or error code as the string attribute the conventions ask for; None stays None."""
+    return None if value is None else str(value)
+
+
 def span_attributes(call: Call, record: CallRecord) -> dict[str, Any]:
     """The MCP semantic conventions' attributes, then mcp.blackbox.* for the verdict and its context."""
     exchange = call.exchange
     address = urlsplit(exchange.endpoint)
-    try:
-        port = address.port
-    except ValueError:  # a captured host that urllib cannot read
-        port = None
+    port = _server_port(address)
     unit, lineage, address_of_client, client_info, user_agent = _client_facts(record["client"])
     failed = error_type(record)
     attributes: dict[str, Any] = {
         "mcp.method.name": record["method"],
-        "jsonrpc.request.id": None if record["jsonrpc_id"] is None else str(record["jsonrpc_id"]),
+        "jsonrpc.request.id": _as_text(record["jsonrpc_id"]),
         "mcp.session.id": record["session_id"],
         "mcp.protocol.version": record["protocol_version"],
         "gen_ai.tool.name": record["tool"],
         "gen_ai.prompt.name": record["prompt"],
         "mcp.resource.uri": record["resource_uri"],
         "gen_ai.operation.name": "execute_tool" if record["method"] == "tools/call" else None,
-        "rpc.response.status_code": None if record["error_code"] is None else str(record["error_code"]),
+        "rpc.response.status_code": _as_text(record["error_code"]),
         "error.type": failed,
         "network.transport": "tcp",
         "network.protocol.name": "http",
@@ -173,15 +184,24 @@ def span_attributes(call: Call, record: CallRecord) -> dict[str, Any]:
         "mcp.blackbox.ending.ended_by": _ended_by(record["ending"]),
     }
     if exchange.stdio is not None:
-        # A stdio server's pipes: the conventions' network.transport "pipe"; no HTTP, no address (ours: the
-        # command, redacted like the export's endpoint).
-        for key in ("network.protocol.name", "server.address", "server.port", "http.request.method", "url.full"):
-            attributes[key] = None
-        attributes["network.transport"] = "pipe"
-        attributes["mcp.blackbox.carrier"] = record["carrier"]
-        attributes["mcp.blackbox.stdio.command"] = record["endpoint"].removeprefix(STDIO_SCHEME)
-        attributes["mcp.blackbox.stdio.stderr_lines"] = len(record["stderr"] or [])
-    # Enum members (StrEnum) as plain strings: OTLP attribute values are str, bool, int, float or their lists.
+        _as_stdio(attributes, record)
+    return _otlp_values(attributes)
+
+
+def _as_stdio(attributes: dict[str, Any], record: CallRecord) -> None:
+    """A stdio server's pipes: the conventions' network.transport "pipe"; no HTTP, no address (ours: the
+    command, redacted like the export's endpoint)."""
+    for key in ("network.protocol.name", "server.address", "server.port", "http.request.method", "url.full"):
+        attributes[key] = None
+    attributes["network.transport"] = "pipe"
+    attributes["mcp.blackbox.carrier"] = record["carrier"]
+    attributes["mcp.blackbox.stdio.command"] = record["endpoint"].removeprefix(STDIO_SCHEME)
+    attributes["mcp.blackbox.stdio.stderr_lines"] = len(record["stderr"] or [])
+
+
+def _otlp_values(attributes: dict[str, Any]) -> dict[str, Any]:
+    """The attributes that have a value (no None, no empty list), in their order; enum members (StrEnum) as
+    plain strings: OTLP attribute values are str, bool, int, float or their lists."""
     return {
         k: (str(v) if isinstance(v, str) else v)
         for k, v in attributes.items()
@@ -189,53 +209,81 @@ def span_attributes(call: Call, record: CallRecord) -> dict[str, Any]:
     }
 
 
-def span_events(call: Call, record: CallRecord) -> list[tuple[str, float, dict[str, Any]]]:
+SpanEvent = tuple[str, float, dict[str, Any]]  # a span event: its name, when (epoch seconds), its attributes
+
+
+def span_events(call: Call, record: CallRecord) -> list[SpanEvent]:
     """What happened during the call, with its time: response headers, each notification (progress, log,
     the client's cancel), each answer (and whether it came on an event stream), and how a call without an
     answer ended (the timeout anatomy, analyzer/calls/anatomy.py)."""
-    exchange = call.exchange
-    events: list[tuple[str, float, dict[str, Any]]] = []
-    if exchange.t_response is not None and exchange.status is not None:
-        events.append(
-            ("mcp.blackbox.http.response", exchange.t_response, {"http.response.status_code": exchange.status})
-        )
-    for message in call.notifications:
-        attributes: dict[str, Any] = {
-            "mcp.method.name": message.method or "",
-            "mcp.blackbox.direction": message.direction,
-        }
-        if message.event_id:
-            attributes["mcp.blackbox.sse.event_id"] = message.event_id
-        if message.exchange.is_event_stream:
-            attributes["mcp.blackbox.sse"] = True
-        attributes["mcp.blackbox.flow"] = message.exchange.flow_id
-        events.append((message.method or "notification", message.t, attributes))
-    for message in call.responses:
-        attributes = {"mcp.blackbox.kind": message.kind, "mcp.blackbox.flow": message.exchange.flow_id}
-        if message.error is not None:
-            attributes["rpc.response.status_code"] = str(message.error[0])
-        if message.event_id:
-            attributes["mcp.blackbox.sse.event_id"] = message.event_id
-        if message.exchange.is_event_stream:
-            attributes["mcp.blackbox.sse"] = True
-        events.append(("mcp.blackbox.response", message.t, attributes))
-    for line in record["stderr"] or []:  # a stdio server's stderr lines during the call (the export's, redacted)
-        events.append(("mcp.blackbox.stderr", line["t"], {"mcp.blackbox.stderr.text": line["text"]}))
-    anatomy = record["ending"]
-    if anatomy is not None and anatomy["waited_ms"] is not None:
-        attributes = {
-            "mcp.blackbox.ending.ended_by": anatomy["ended_by"],
-            "mcp.blackbox.ending.waited_ms": anatomy["waited_ms"],
-            "mcp.blackbox.ending.progress": anatomy["server_sent"]["progress"],
-            "mcp.blackbox.ending.other_notifications": anatomy["server_sent"]["other_notifications"],
-        }
-        if anatomy["reached_server_ms"] is not None:
-            attributes["mcp.blackbox.ending.reached_server_ms"] = anatomy["reached_server_ms"]
-        if anatomy["detail"]:
-            attributes["mcp.blackbox.ending.detail"] = anatomy["detail"]
-        events.append(("mcp.blackbox.ending", call.request.t + anatomy["waited_ms"] / 1000, attributes))
+    events = [
+        *_response_headers_event(call),
+        *(_notification_event(message) for message in call.notifications),
+        *(_answer_event(message) for message in call.responses),
+        *_stderr_events(record),
+        *_ending_event(call, record),
+    ]
+    # Stable: events at the same instant keep the order above.
     events.sort(key=lambda event: event[1])
     return events
+
+
+def _response_headers_event(call: Call) -> list[SpanEvent]:
+    """When the HTTP response headers came, with the status (none for stdio, or before any answer)."""
+    exchange = call.exchange
+    if exchange.t_response is None or exchange.status is None:
+        return []
+    return [("mcp.blackbox.http.response", exchange.t_response, {"http.response.status_code": exchange.status})]
+
+
+def _sse_attributes(message: Message, attributes: dict[str, Any]) -> dict[str, Any]:
+    """``attributes`` with the SSE event id the message came under, and whether it came on an event stream."""
+    if message.event_id:
+        attributes["mcp.blackbox.sse.event_id"] = message.event_id
+    if message.exchange.is_event_stream:
+        attributes["mcp.blackbox.sse"] = True
+    return attributes
+
+
+def _notification_event(message: Message) -> SpanEvent:
+    attributes = _sse_attributes(
+        message, {"mcp.method.name": message.method or "", "mcp.blackbox.direction": message.direction}
+    )
+    attributes["mcp.blackbox.flow"] = message.exchange.flow_id
+    return (message.method or "notification", message.t, attributes)
+
+
+def _answer_event(message: Message) -> SpanEvent:
+    attributes: dict[str, Any] = {"mcp.blackbox.kind": message.kind, "mcp.blackbox.flow": message.exchange.flow_id}
+    if message.error is not None:
+        attributes["rpc.response.status_code"] = str(message.error[0])
+    return ("mcp.blackbox.response", message.t, _sse_attributes(message, attributes))
+
+
+def _stderr_events(record: CallRecord) -> list[SpanEvent]:
+    """A stdio server's stderr lines during the call (the export's, redacted)."""
+    return [
+        ("mcp.blackbox.stderr", line["t"], {"mcp.blackbox.stderr.text": line["text"]})
+        for line in record["stderr"] or []
+    ]
+
+
+def _ending_event(call: Call, record: CallRecord) -> list[SpanEvent]:
+    """How a call without an answer ended, when its wait is known (the ending anatomy)."""
+    anatomy = record["ending"]
+    if anatomy is None or anatomy["waited_ms"] is None:
+        return []
+    attributes: dict[str, Any] = {
+        "mcp.blackbox.ending.ended_by": anatomy["ended_by"],
+        "mcp.blackbox.ending.waited_ms": anatomy["waited_ms"],
+        "mcp.blackbox.ending.progress": anatomy["server_sent"]["progress"],
+        "mcp.blackbox.ending.other_notifications": anatomy["server_sent"]["other_notifications"],
+    }
+    if anatomy["reached_server_ms"] is not None:
+        attributes["mcp.blackbox.ending.reached_server_ms"] = anatomy["reached_server_ms"]
+    if anatomy["detail"]:
+        attributes["mcp.blackbox.ending.detail"] = anatomy["detail"]
+    return [("mcp.blackbox.ending", call.request.t + anatomy["waited_ms"] / 1000, attributes)]
 
 
 # The spans' instrumentation scope: the module's name when the exporter was written. A collector's
@@ -248,7 +296,7 @@ def _ns(t: float) -> int:
     return round(t * 1e6) * 1000
 
 
-def _end(call: Call, record: CallRecord, events: list[tuple[str, float, dict[str, Any]]]) -> float:
+def _end(call: Call, record: CallRecord, events: list[SpanEvent]) -> float:
     """The call's end (``t_end``); for one still open when the capture ended, the last thing seen of it."""
     if record["t_end"] is not None:
         return float(record["t_end"])
@@ -259,14 +307,12 @@ def iter_spans(analysis: Analysis, *, redact: bool = True, batch: int = BATCH) -
     """The calls as finished SDK spans, ``batch`` at a time, in the order of the export."""
     require_otlp()
     from opentelemetry import context as context_api
-    from opentelemetry.sdk.resources import SERVICE_NAME as SERVICE_KEY
-    from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import SpanLimits, TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
     from opentelemetry.sdk.trace.id_generator import IdGenerator
     from opentelemetry.sdk.trace.sampling import ALWAYS_ON
-    from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
+    from opentelemetry.trace import Status, StatusCode
 
     class GivenIds(IdGenerator):
         """The SDK asks for a root span's ids; it gets the ones made from the capture."""
@@ -279,17 +325,10 @@ def iter_spans(analysis: Analysis, *, redact: bool = True, batch: int = BATCH) -
         def generate_span_id(self) -> int:
             return self.span_id
 
-    # The SDK's resource, with OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES, less the random instance id it
-    # adds: exporting the same capture again gives the same file.
-    detected = Resource.create()
-    attributes = {k: v for k, v in detected.attributes.items() if k != "service.instance.id"}
-    if str(attributes.get(SERVICE_KEY, "")).startswith("unknown_service"):
-        attributes[SERVICE_KEY] = SERVICE_NAME
-    resource = Resource(attributes, detected.schema_url)
     ids = GivenIds()
     collected = InMemorySpanExporter()
     provider = TracerProvider(
-        resource=resource,
+        resource=_resource(),
         id_generator=ids,
         sampler=ALWAYS_ON,
         # Every notification of a long call is an event; the environment's limits do not apply to a replay.
@@ -299,34 +338,11 @@ def iter_spans(analysis: Analysis, *, redact: bool = True, batch: int = BATCH) -
     tracer = provider.get_tracer(INSTRUMENTATION_SCOPE, installed_version())
     no_parent = context_api.Context()  # every call a root span of its unit's trace
     attempts = {group.group_id: group.members for group in analysis.retry_groups}
-    flags = TraceFlags(TraceFlags.SAMPLED)
     pending = 0
     for call, record in zip(analysis.call_objects, iter_records(analysis, redact=redact), strict=True):
         ids.trace_id, ids.span_id = trace_id_of(trace_unit(call)), span_id_of(record["call_id"])
-        links = []
-        members = attempts.get(record["retry_group"] or "")
-        if members and record["attempt"] > 1:
-            before = members[record["attempt"] - 2]
-            linked = SpanContext(trace_id_of(trace_unit(before)), span_id_of(before.call_id), False, flags)
-            links.append(
-                Link(
-                    linked,
-                    {
-                        "mcp.blackbox.link": "previous-attempt",
-                        "mcp.blackbox.retry.group": str(record["retry_group"]),
-                        "mcp.blackbox.retry.attempt": record["attempt"],
-                        "mcp.blackbox.retry.origin": str(record["retry_origin"]),
-                        "mcp.blackbox.retry.confidence": str(record["retry_confidence"]),
-                        "mcp.blackbox.call_id": before.call_id,
-                    },
-                )
-            )
-        if call.request.kind not in ("request", "notification"):
-            kind = SpanKind.INTERNAL  # an answer to no request in the capture
-        elif record["direction"] != C2S:
-            kind = SpanKind.SERVER  # a server's request to the client (sampling, elicitation): the client serves it
-        else:
-            kind = SpanKind.CLIENT
+        links = _previous_attempt_links(record, attempts)
+        kind = _span_kind(call, record)
         events = span_events(call, record)
         span = tracer.start_span(
             span_name(record),
@@ -339,8 +355,7 @@ def iter_spans(analysis: Analysis, *, redact: bool = True, batch: int = BATCH) -
         for name, t, attributes in events:
             span.add_event(name, attributes, _ns(t))
         if Outcome(record["outcome"]).is_failure:
-            description = record["error_message"] if record["error_code"] is not None else record["reason"]
-            span.set_status(Status(StatusCode.ERROR, description or None))
+            span.set_status(Status(StatusCode.ERROR, _failure_description(record)))
         span.end(_ns(_end(call, record, events)))
         pending += 1
         if pending >= batch:
@@ -350,6 +365,56 @@ def iter_spans(analysis: Analysis, *, redact: bool = True, batch: int = BATCH) -
     if spans := collected.get_finished_spans():
         yield list(spans)
     provider.shutdown()
+
+
+def _resource() -> Resource:
+    """The SDK's resource, with OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES, less the random instance id it
+    adds: exporting the same capture again gives the same file. Unnamed, the service is mcp-blackbox."""
+    from opentelemetry.sdk.resources import SERVICE_NAME as SERVICE_KEY
+    from opentelemetry.sdk.resources import Resource
+
+    detected = Resource.create()
+    attributes = {k: v for k, v in detected.attributes.items() if k != "service.instance.id"}
+    if str(attributes.get(SERVICE_KEY, "")).startswith("unknown_service"):
+        attributes[SERVICE_KEY] = SERVICE_NAME
+    return Resource(attributes, detected.schema_url)
+
+
+def _previous_attempt_links(record: CallRecord, attempts: dict[str, list[Call]]) -> list[Link]:
+    """A retry attempt's link to the attempt before it in its group; none for a first attempt or a lone call."""
+    from opentelemetry.trace import Link, SpanContext, TraceFlags
+
+    members = attempts.get(record["retry_group"] or "")
+    if not members or record["attempt"] <= 1:
+        return []
+    before = members[record["attempt"] - 2]
+    flags = TraceFlags(TraceFlags.SAMPLED)
+    linked = SpanContext(trace_id_of(trace_unit(before)), span_id_of(before.call_id), False, flags)
+    attributes: dict[str, Any] = {
+        "mcp.blackbox.link": "previous-attempt",
+        "mcp.blackbox.retry.group": str(record["retry_group"]),
+        "mcp.blackbox.retry.attempt": record["attempt"],
+        "mcp.blackbox.retry.origin": str(record["retry_origin"]),
+        "mcp.blackbox.retry.confidence": str(record["retry_confidence"]),
+        "mcp.blackbox.call_id": before.call_id,
+    }
+    return [Link(linked, attributes)]
+
+
+def _span_kind(call: Call, record: CallRecord) -> SpanKind:
+    from opentelemetry.trace import SpanKind
+
+    if call.request.kind not in ("request", "notification"):
+        return SpanKind.INTERNAL  # an answer to no request in the capture
+    if record["direction"] != C2S:
+        return SpanKind.SERVER  # a server's request to the client (sampling, elicitation): the client serves it
+    return SpanKind.CLIENT
+
+
+def _failure_description(record: CallRecord) -> str | None:
+    """A failed span's status description: the JSON-RPC error's message, else the verdict's reason."""
+    description = record["error_message"] if record["error_code"] is not None else record["reason"]
+    return description or None
 
 
 def encode(spans: Sequence[ReadableSpan]) -> ExportTraceServiceRequest:

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from mcp_blackbox.analyzer.calls.classify import protocol_version
+from mcp_blackbox.analyzer.calls.classify import CaptureFacts, protocol_version
+from mcp_blackbox.analyzer.model.records import Call
 from mcp_blackbox.analyzer.outputs.analysis import Analysis
 
 
@@ -20,15 +21,25 @@ def captured_facts(analysis: Analysis, paths: list[str]) -> dict[str, Any]:
     calls = analysis.call_objects
     start = min((c.request.t for c in calls), default=None)
     ends = [c.t_end or c.request.t for c in calls]
-    infos = Counter(c.request.facts.client for c in calls if c.request.facts is not None and c.request.facts.client)
     agents = Counter(c.exchange.request_headers.get("user-agent") for c in calls)
-    versions = Counter(protocol_version(c, analysis.facts) for c in calls if c.request.kind == "request")
     return {
         "captures": paths,
         "start": start,
         "end": max(ends, default=start),
-        "clients": [name for name, _ in infos.most_common(10)],  # clientInfo name/version
+        "clients": _client_infos(calls),
         "user_agents": [a for a, _ in agents.most_common(10) if a],
         "servers": sorted({server_name(s) for s in analysis.facts.servers}),
-        "versions": [v for v, _ in versions.most_common() if v],
+        "versions": _protocol_versions(calls, analysis.facts),
     }
+
+
+def _client_infos(calls: list[Call]) -> list[str]:
+    """The ten most frequent clientInfo (name/version) the requests gave."""
+    infos = Counter(c.request.facts.client for c in calls if c.request.facts is not None and c.request.facts.client)
+    return [name for name, _ in infos.most_common(10)]
+
+
+def _protocol_versions(calls: list[Call], facts: CaptureFacts) -> list[str]:
+    """The protocol versions the requests were made under, most frequent first."""
+    versions = Counter(protocol_version(c, facts) for c in calls if c.request.kind == "request")
+    return [v for v, _ in versions.most_common() if v]

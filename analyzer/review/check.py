@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from mcp_blackbox.analyzer.model.contract import CallRecord
+from mcp_blackbox.analyzer.model.contract import CallRecord, RetryGroupRecord
 from mcp_blackbox.analyzer.model.vocabulary import Flag, Layer, Outcome, RetryOrigin, is_failure
 from mcp_blackbox.analyzer.redaction.redact import redact_text
 
@@ -334,25 +334,14 @@ def judge(
     judged = []
     for call in analysis.calls:
         capture = short[call["source"]]
-        remaining, allowed_by = [], []
         hits = failed_on(call, names)
-        protocol = expected_by_protocol(call, groups.get(call["retry_group"] or "")) if hits and not strict else None
-        for hit in hits:
-            if protocol is not None and hit == call["outcome"]:
-                allowed_by.append(protocol)
-                continue
-            by = [a.spec for a in allowances if a.covers(call, hit, capture)]
-            if by:
-                used.update(by)
-                allowed_by.extend(f"--allow {spec}" for spec in by if f"--allow {spec}" not in allowed_by)
-            else:
-                remaining.append(hit)
-        server = servers.get(call["call_id"], "")
+        protocol = None if strict else _protocol_start(call, hits, groups)
+        remaining, allowed_by = _excuse(call, hits, protocol, allowances, capture, used)
         judged.append(
             Judged(
                 call=call,
                 capture=capture,
-                server=server.partition("://")[2] or server,
+                server=_host_port(servers.get(call["call_id"], "")),
                 reason=verdict_reason(call),
                 failed_on=remaining,
                 allowed_by=allowed_by,
@@ -367,6 +356,39 @@ def judge(
         allow_partial=allow_partial,
         unused_allowances=[a.spec for a in allowances if a.spec not in used],
     )
+
+
+def _protocol_start(call: CallRecord, hits: list[str], groups: dict[str, RetryGroupRecord]) -> str | None:
+    """For a call that matched, why its failure is how the protocol begins (expected_by_protocol), or None."""
+    if not hits:
+        return None
+    return expected_by_protocol(call, groups.get(call["retry_group"] or ""))
+
+
+def _host_port(server: str) -> str:
+    """host:port of a server URL ("" when unknown); a server with no scheme as it is."""
+    return server.partition("://")[2] or server
+
+
+def _excuse(
+    call: CallRecord, hits: list[str], protocol: str | None, allowances: list[Allowance], capture: str, used: set[str]
+) -> tuple[list[str], list[str]]:
+    """Which of ``hits`` still fail the call, and what excused the others: for its outcome, the protocol's own
+    start (``protocol``, from expected_by_protocol), else the allowances that cover the hit, each named once
+    (their specs are added to ``used``)."""
+    remaining: list[str] = []
+    allowed_by: list[str] = []
+    for hit in hits:
+        if protocol is not None and hit == call["outcome"]:
+            allowed_by.append(protocol)
+            continue
+        by = [a.spec for a in allowances if a.covers(call, hit, capture)]
+        if by:
+            used.update(by)
+            allowed_by.extend(f"--allow {spec}" for spec in by if f"--allow {spec}" not in allowed_by)
+        else:
+            remaining.append(hit)
+    return remaining, allowed_by
 
 
 # ---------------------------------------------------------------- text

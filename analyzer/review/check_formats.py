@@ -11,9 +11,12 @@ import io
 import json
 import re
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mcp_blackbox.analyzer.review.check import Gate, Judged, call_head, call_line
+
+if TYPE_CHECKING:
+    from junitparser import TestCase, TestSuite
 
 FORMATS = ("text", "junit", "github", "json")
 
@@ -75,33 +78,63 @@ def junit(gate: Gate) -> str:
     its system-out. Inputs not read completely and too few calls are a testsuite of their own,
     ``mcp-blackbox check``, so the call counts of the capture suites stay the call counts.
     """
-    from junitparser import Error, Failure, JUnitXml, SystemOut, TestCase, TestSuite
+    from junitparser import JUnitXml
 
+    xml = JUnitXml("mcp-blackbox check")
+    for capture, judged in _by_capture(gate).items():
+        xml.add_testsuite(_suite(xml_safe(capture), [_call_testcase(j) for j in judged]))
+    gate_cases = _gate_testcases(gate)
+    if gate_cases:
+        xml.add_testsuite(_suite("mcp-blackbox check", gate_cases))
+    xml.update_statistics()
+    out = io.BytesIO()
+    xml.write(out)  # with the XML declaration
+    return out.getvalue().decode("utf-8") + "\n"
+
+
+def _by_capture(gate: Gate) -> dict[str, list[Judged]]:
+    """The judged calls by capture: every capture given has a suite, in the order given, even without calls."""
     by_capture: dict[str, list[Judged]] = {}
     for capture in gate.captures:
         by_capture.setdefault(gate.capture_name(capture), [])
     for j in gate.judged:
         by_capture.setdefault(j.capture, []).append(j)
+    return by_capture
 
-    xml = JUnitXml("mcp-blackbox check")
-    for capture, judged in by_capture.items():
-        suite = TestSuite(xml_safe(capture))
-        for j in judged:
-            duration = j.call.get("duration_ms")
-            case = TestCase(
-                xml_safe(testcase_name(j)),
-                xml_safe(testcase_classname(j)),
-                round(duration / 1000, 6) if isinstance(duration, int | float) else None,
-            )
-            if j.fails:
-                failure = Failure(xml_safe(j.reason), xml_safe(",".join(j.failed_on)))
-                failure.text = xml_safe("\n".join(j.evidence()))
-                case.result = [failure]
-            elif j.allowed:
-                case.append(SystemOut(xml_safe(f"allowed: {'; '.join(j.allowed_by)}\nreason: {j.reason}")))
-            suite.add_testcase(case)
-        suite.update_statistics()
-        xml.add_testsuite(suite)
+
+def _suite(name: str, cases: list[TestCase]) -> TestSuite:
+    from junitparser import TestSuite
+
+    suite = TestSuite(name)
+    for case in cases:
+        suite.add_testcase(case)
+    suite.update_statistics()
+    return suite
+
+
+def _call_testcase(j: Judged) -> TestCase:
+    """A call's testcase: a failure if it fails, what allowed it if it was allowed, else a plain pass."""
+    from junitparser import Failure, SystemOut, TestCase
+
+    duration = j.call.get("duration_ms")
+    case = TestCase(
+        xml_safe(testcase_name(j)),
+        xml_safe(testcase_classname(j)),
+        round(duration / 1000, 6) if isinstance(duration, int | float) else None,
+    )
+    if j.fails:
+        failure = Failure(xml_safe(j.reason), xml_safe(",".join(j.failed_on)))
+        failure.text = xml_safe("\n".join(j.evidence()))
+        case.result = [failure]
+    elif j.allowed:
+        case.append(SystemOut(xml_safe(f"allowed: {'; '.join(j.allowed_by)}\nreason: {j.reason}")))
+    return case
+
+
+def _gate_testcases(gate: Gate) -> list[TestCase]:
+    """What kept the gate from judging: each input not read completely (an error unless --allow-partial),
+    then too few calls."""
+    from junitparser import Error, Failure, SystemOut, TestCase
 
     gate_cases = []
     for problem in gate.read_problems:
@@ -115,16 +148,7 @@ def junit(gate: Gate) -> str:
         case = TestCase(f"at least {gate.min_calls} calls", "mcp-blackbox check")
         case.result = [Failure(gate.too_few_line(), "TOO_FEW_CALLS")]
         gate_cases.append(case)
-    if gate_cases:
-        suite = TestSuite("mcp-blackbox check")
-        for case in gate_cases:
-            suite.add_testcase(case)
-        suite.update_statistics()
-        xml.add_testsuite(suite)
-    xml.update_statistics()
-    out = io.BytesIO()
-    xml.write(out)  # with the XML declaration
-    return out.getvalue().decode("utf-8") + "\n"
+    return gate_cases
 
 
 # ---------------------------------------------------------------- GitHub Actions

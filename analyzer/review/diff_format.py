@@ -81,6 +81,8 @@ def diff_text(result: dict[str, Any], before: str, after: str) -> str:
 
 
 def diff_markdown(result: dict[str, Any], before: str, after: str) -> str:
+    """The diff as Markdown: the verdict, the two captures side by side, then a section for each kind of change
+    that has any (regressions, verdicts, repetitions, latency)."""
     calls, failures = result["calls"], result["failures"]
     verdict = (
         f"**Worse:** {len(result['regressions'])} regression(s)."
@@ -101,8 +103,22 @@ def diff_markdown(result: dict[str, Any], before: str, after: str) -> str:
         f"{result['only_before']} only before, {result['only_after']} only after.",
         "",
     ]
-    if result["regressions"]:
-        lines += ["## Regressions", "", *(f"- {text(line)}" for line in result["regressions"]), ""]
+    lines += _regression_section(result)
+    lines += _verdict_sections(result)
+    lines += _repetition_section(result)
+    lines += _latency_section(result)
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _regression_section(result: dict[str, Any]) -> list[str]:
+    if not result["regressions"]:
+        return []
+    return ["## Regressions", "", *(f"- {text(line)}" for line in result["regressions"]), ""]
+
+
+def _verdict_sections(result: dict[str, Any]) -> list[str]:
+    """A table each of the new failures, the fixed calls and the changed verdicts; none for an empty one."""
+    lines: list[str] = []
     for title, key in (
         ("New failures", "new_failures"),
         ("Fixed or no longer called", "fixed"),
@@ -113,25 +129,40 @@ def diff_markdown(result: dict[str, Any], before: str, after: str) -> str:
         lines += [f"## {title}", "", "| before | after | call | verdict |", "|---|---|---|---|"]
         for entry in result[key]:
             was, now = _ids(entry)
-            cells = (ref(was) if was != "-" else "-", ref(now) if now != "-" else "-")
-            lines.append(f"| {cells[0]} | {cells[1]} | {text(entry['what'])} | {_verdicts(entry)} |")
+            lines.append(f"| {_linked(was)} | {_linked(now)} | {text(entry['what'])} | {_verdicts(entry)} |")
         lines.append("")
+    return lines
+
+
+def _linked(call_id: str) -> str:
+    """A call id as a reference to its call; "-" (no call on that side) as it is."""
+    return ref(call_id) if call_id != "-" else "-"
+
+
+def _repetition_section(result: dict[str, Any]) -> list[str]:
+    """One table of what changed in the retry chains, the writes run twice and the unsafe replays."""
     changes = [
         (title, row)
         for title, key in (("retry chain", "retries"), ("write run twice", "duplicate_executions"),
                            ("unsafe replay", "unsafe_replays"))
         for row in result[key]
     ]  # fmt: skip
-    if changes:
-        lines += ["## Retries, duplicate executions, unsafe replays", "", "| what | | before | after |"]
-        lines += ["|---|---|---:|---:|"]
-        lines += [f"| {title} | {text(row['what'])} | {row['before']} | {row['after']} |" for title, row in changes]
-        lines.append("")
-    if result["latency"]:
-        lines += ["## Latency per tool", "", "| tool | before p50 / p95 ms (calls) | after | p95 ratio |"]
-        lines += ["|---|---|---|---|"]
-        for row in result["latency"]:
-            was, now, ratio = _latency_cells(row)
-            lines.append(f"| {text(row['tool'])} | {was} | {now} | {ratio} |")
-        lines.append("")
-    return "\n".join(lines).rstrip() + "\n"
+    if not changes:
+        return []
+    lines = ["## Retries, duplicate executions, unsafe replays", "", "| what | | before | after |"]
+    lines += ["|---|---|---:|---:|"]
+    lines += [f"| {title} | {text(row['what'])} | {row['before']} | {row['after']} |" for title, row in changes]
+    lines.append("")
+    return lines
+
+
+def _latency_section(result: dict[str, Any]) -> list[str]:
+    if not result["latency"]:
+        return []
+    lines = ["## Latency per tool", "", "| tool | before p50 / p95 ms (calls) | after | p95 ratio |"]
+    lines += ["|---|---|---|---|"]
+    for row in result["latency"]:
+        was, now, ratio = _latency_cells(row)
+        lines.append(f"| {text(row['tool'])} | {was} | {now} | {ratio} |")
+    lines.append("")
+    return lines

@@ -263,24 +263,36 @@ def _aggregates(
     for call in quiet:
         start = (call.request.t - origin) * 1000
         buckets.setdefault((lanes[_lane_key(call)], int(start // width)), []).append(call)
-    records = []
-    for (lane, _), members in buckets.items():
-        spans = [((c.request.t - origin) * 1000, max(0.0, (c.t_end or c.request.t) - c.request.t) * 1000)
-                 for c in members]  # fmt: skip
-        durations = sorted(d for _, d in spans)
-
-        def rank(q: float, durations: list[float] = durations) -> float:
-            return round(durations[max(0, math.ceil(q * len(durations)) - 1)], 3)
-
-        records.append([
-            lane, round(min(s for s, _ in spans), 3), round(max(s + d for s, d in spans), 3), len(members),
-            _counted(Counter(str(c.outcome) for c in members), table),
-            _counted(Counter(c.method or "(response)" for c in members), table),
-            _counted(Counter(c.tool for c in members if c.tool), table),
-            round(durations[0], 3), rank(0.5), rank(0.95), round(durations[-1], 3),
-        ])  # fmt: skip
+    records = [_aggregate(lane, members, origin, table) for (lane, _), members in buckets.items()]
     records.sort(key=lambda r: (r[1], r[0]))
     return records, width
+
+
+def _aggregate(lane: int, members: list[Call], origin: float, table: StringTable) -> list[Any]:
+    """One bucket's record (``AGGREGATE_COLUMNS``): its lane, drawn extent, count, counted outcomes, methods and
+    tools, and its durations' minimum, median, 95th percentile and maximum."""
+    spans = [((c.request.t - origin) * 1000, max(0.0, (c.t_end or c.request.t) - c.request.t) * 1000)
+             for c in members]  # fmt: skip
+    durations = sorted(d for _, d in spans)
+    return [
+        lane, round(min(s for s, _ in spans), 3), round(max(s + d for s, d in spans), 3), len(members),
+        *_bucket_counts(members, table),
+        round(durations[0], 3), _nearest_rank(durations, 0.5), _nearest_rank(durations, 0.95), round(durations[-1], 3),
+    ]  # fmt: skip
+
+
+def _bucket_counts(members: list[Call], table: StringTable) -> list[list[int]]:
+    """A bucket's outcomes, methods and tools, each counted as ``_counted`` lists them."""
+    return [
+        _counted(Counter(str(c.outcome) for c in members), table),
+        _counted(Counter(c.method or "(response)" for c in members), table),
+        _counted(Counter(c.tool for c in members if c.tool), table),
+    ]
+
+
+def _nearest_rank(durations: list[float], q: float) -> float:
+    """The ``q`` quantile of sorted ``durations`` by nearest rank, rounded to the microsecond."""
+    return round(durations[max(0, math.ceil(q * len(durations)) - 1)], 3)
 
 
 def _counted(counter: Counter[str], table: StringTable) -> list[int]:
@@ -424,17 +436,28 @@ def _exchange_details(
 ) -> dict[str, dict[str, Any]]:
     """The detail of each exchange of the ``chosen`` calls, by flow id."""
     wanted = {e.flow_id for call in chosen.values() for e in call.exchanges}
-    exchanges: dict[str, dict[str, Any]] = {}
     # A second pass over the files for the chosen flows only: the analysis kept no bodies.
     stdio = [path for path in expand_captures(paths) if is_stdio_capture(path)]
     flows = [path for path in paths if path not in stdio]
-    for exchange in read_exchanges(flows, LoadReport(), keep_all=True):
-        if exchange.flow_id in wanted:
-            exchanges[exchange.flow_id] = _exchange_detail(exchange, origin, redact)
+    exchanges = _http_details(flows, wanted, origin, redact)
     # The stdio captures are read a second time only if a chosen call is a stdio one.
-    if any(call.stderr or call.exchange.stdio is not None for call in chosen.values()):
+    if _any_stdio(chosen.values()):
         exchanges.update(_stdio_details(stdio, wanted, origin, redact))
     return exchanges
+
+
+def _any_stdio(calls: Iterable[Call]) -> bool:
+    """Whether a call went over stdio (its exchange is a stdio line, or it has stderr lines)."""
+    return any(call.stderr or call.exchange.stdio is not None for call in calls)
+
+
+def _http_details(paths: list[str], wanted: set[str], origin: float, redact: bool) -> dict[str, dict[str, Any]]:
+    """The detail of each ``wanted`` exchange of the captures ``paths`` (all but stdio ones), by flow id."""
+    return {
+        exchange.flow_id: _exchange_detail(exchange, origin, redact)
+        for exchange in read_exchanges(paths, LoadReport(), keep_all=True)
+        if exchange.flow_id in wanted
+    }
 
 
 def _stdio_details(paths: list[str], wanted: set[str], origin: float, redact: bool) -> dict[str, dict[str, Any]]:
@@ -475,8 +498,10 @@ def _stdio_detail(exchange: Exchange, origin: float, redact: bool) -> dict[str, 
 
 
 def _exchange_detail(exchange: Exchange, origin: float, redact: bool) -> dict[str, Any]:
-    clean_headers = redact_headers if redact else dict
-    clean_text = redact_text if redact else (lambda s: s)
+    """An HTTP exchange as the page's detail shows it: the request (line, headers, body), the response if one
+    came (an event stream's body as its events), the error, how the stream ended; redacted if ``redact``."""
+    clean_headers: Callable[[dict[str, str]], dict[str, str]] = redact_headers if redact else dict
+    clean_text: Callable[[str], str] = redact_text if redact else (lambda s: s)
     request_text, _ = decode_body(exchange.request_body, exchange.request_headers)
     response_text, problem = decode_body(exchange.response_body, exchange.response_headers)
     detail: dict[str, Any] = {
@@ -489,17 +514,33 @@ def _exchange_detail(exchange: Exchange, origin: float, redact: bool) -> dict[st
         },
         "response": None,
         "error": exchange.error,
-        "stream": {k: (exchange.stream or {}).get(k) for k in ("ended", "error", "bytes", "dropped_bytes")},
+        "stream": _stream_end(exchange),
     }
     if exchange.status is not None:
-        detail["response"] = {
-            "status": exchange.status,
-            "headers": clean_headers(exchange.response_headers),
-            "body": None if exchange.is_event_stream else _shown(clean_text(response_text or problem or "")),
-        }
+        detail["response"] = _response(exchange, response_text or problem, clean_headers, clean_text)
         if exchange.is_event_stream:
             detail["events"] = _events(exchange, response_text or "", origin, clean_text)
     return detail
+
+
+def _stream_end(exchange: Exchange) -> dict[str, Any]:
+    """How the response's stream ended, its error, its bytes and the bytes dropped (None where unknown)."""
+    return {k: (exchange.stream or {}).get(k) for k in ("ended", "error", "bytes", "dropped_bytes")}
+
+
+def _response(
+    exchange: Exchange,
+    text: str | None,
+    clean_headers: Callable[[dict[str, str]], dict[str, str]],
+    clean_text: Callable[[str], str],
+) -> dict[str, Any]:
+    """The response's status, headers and body (``text``: the decoded body, or why it could not be decoded);
+    an event stream's body is none here: its events are shown instead."""
+    return {
+        "status": exchange.status,
+        "headers": clean_headers(exchange.response_headers),
+        "body": None if exchange.is_event_stream else _shown(clean_text(text or "")),
+    }
 
 
 def _events(exchange: Exchange, text: str, origin: float, clean: Any) -> list[dict[str, Any]]:
@@ -525,19 +566,16 @@ def _shown(text: str) -> str:
 
 
 def _meta(analysis: Analysis, paths: list[str], origin: float, redact: bool) -> dict[str, Any]:
-    calls = analysis.call_objects
+    """The page's header: the captures, their span and who took part, the counts of the verdicts, what was
+    read and how, and the retries and repeated executions; the keys in the order the page's JSON has them."""
     facts = captured_facts(analysis, paths)
-    groups = analysis.retry_groups
     return {
         "generated": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
         "captures": paths,
         "start": origin,
         "end": facts["end"] if facts["end"] is not None else origin,
         **{key: facts[key] for key in ("clients", "user_agents", "servers", "versions")},
-        "outcomes": dict(Counter(c.outcome for c in calls).most_common()),
-        "layers": dict(Counter(c.layer for c in calls).most_common()),
-        "flags": dict(Counter(f for c in calls for f in c.flags).most_common()),
-        "calls": len(calls),
+        **_verdict_counts(analysis.call_objects),
         "flows_read": analysis.flows_read,
         "skipped": len(analysis.skipped),
         "read_problems": [f"{p['source']}: {p['reason']}" for p in analysis.read_problems],
@@ -546,25 +584,50 @@ def _meta(analysis: Analysis, paths: list[str], origin: float, redact: bool) -> 
             f"{a['step']}: {a['method']} {a['path']} (HTTP {a['status']})" for a in analysis.auth_steps[:20]
         ],
         # A refused GET stream or DELETE: said once in the header, neither a call nor a failure.
-        "stream_events": [
-            (redact_text if redact else str)(
-                f"{e['method']} {e['path']}"
-                + (f" (HTTP {e['status']})" if e["status"] is not None else "")
-                + f": {e['what']}"
-            )
-            for e in analysis.stream_events[:20]
-        ],
+        "stream_events": _stream_event_lines(analysis.stream_events[:20], redact),
+        **_repetition_counts(analysis),
+        # Flags whose card says what it counts in a visible sentence, not only in its tooltip (the card of
+        # DUPLICATE_EXECUTION's records already says its own).
+        "explained_flags": [Flag.UNSAFE_RETRY.value],
+        "redacted": redact,
+        "detail_limit": DETAIL_LIMIT,
+    }
+
+
+def _verdict_counts(calls: list[Call]) -> dict[str, Any]:
+    """How many calls have each outcome, layer and flag (most common first), and how many calls in all."""
+    return {
+        "outcomes": dict(Counter(c.outcome for c in calls).most_common()),
+        "layers": dict(Counter(c.layer for c in calls).most_common()),
+        "flags": dict(Counter(f for c in calls for f in c.flags).most_common()),
+        "calls": len(calls),
+    }
+
+
+def _stream_event_lines(events: list[dict[str, Any]], redact: bool) -> list[str]:
+    """``GET /mcp (HTTP 405): what`` for each stream event, redacted if ``redact``."""
+    clean = redact_text if redact else str
+    return [
+        clean(
+            f"{e['method']} {e['path']}"
+            + (f" (HTTP {e['status']})" if e["status"] is not None else "")
+            + f": {e['what']}"
+        )
+        for e in events
+    ]
+
+
+def _repetition_counts(analysis: Analysis) -> dict[str, Any]:
+    """The retry groups, the unsafe replays among them, the repeated executions (the first 20 of them) and the
+    groups whose tool may have run twice, and every call of a repeated execution."""
+    groups = analysis.retry_groups
+    return {
         "retry_groups": len(groups),
         "unsafe_replays": sum(1 for g in groups if g.safety.is_unsafe),
         "duplicate_executions": [d.record() for d in analysis.duplicate_executions[:20]],
         "twice": sum(1 for g in groups if g.may_have_run_twice),
         # Every call of a repeated execution (the card's filter); the list above is cut at 20.
         "duplicate_calls": sorted({c.call_id for d in analysis.duplicate_executions for c in d.calls}),
-        # Flags whose card says what it counts in a visible sentence, not only in its tooltip (the card of
-        # DUPLICATE_EXECUTION's records already says its own).
-        "explained_flags": [Flag.UNSAFE_RETRY.value],
-        "redacted": redact,
-        "detail_limit": DETAIL_LIMIT,
     }
 
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import textwrap
 from collections.abc import Mapping
+from typing import Any
 
+from mcp_blackbox.analyzer.model.contract import CallRecord
 from mcp_blackbox.analyzer.model.vocabulary import is_failure
 from mcp_blackbox.analyzer.outputs.analysis import Analysis, CallStream
 from mcp_blackbox.analyzer.outputs.export import Tally, iter_records
@@ -13,22 +15,42 @@ INDENT = "    "
 
 
 def summary_text(analysis: Analysis | CallStream, width: int = 80) -> str:
-    """From a CallStream, as its calls become final: only the lines of the calls to look at are kept."""
+    """From a CallStream, as its calls become final: only the lines of the calls to look at are kept.
+
+    The counts, the calls to look at, the writes executed more than once, the retry chains; the last two
+    are read once every call has been (a CallStream knows them only then)."""
     tally, failing = Tally(), []
     for call in iter_records(analysis):
         tally.add(call)
-        if not (is_failure(call["outcome"]) or call["flags"]):
-            continue
-        what = call["method"] or "(response)"
-        if call["tool"]:
-            what += f" {call['tool']}"
-        flags = f" [{', '.join(call['flags'])}]" if call["flags"] else ""
-        failing += wrap(f"  {call['call_id']} {what} id={call['jsonrpc_id']} {call['outcome']}{flags}", width)
-        if call["evidence"]:
-            # Evidence quotes what servers said: redacted (iter_records), like the export and the report;
-            # wrapped, never cut: the reason is what the reader came for.
-            failing += wrap(f"{INDENT}{call['reason']}", width)
-    summary = tally.summary(analysis)
+        failing += _call_to_look_at(call, width)
+    lines = _count_lines(tally.summary(analysis), width)
+    if failing:
+        lines += ["", "calls to look at:", *failing]
+    lines += _duplicate_lines(analysis, width)
+    lines += _retry_chain_lines(analysis, width)
+    return "\n".join(lines)
+
+
+def _call_to_look_at(call: CallRecord, width: int) -> list[str]:
+    """A failed or flagged call's lines: its id, method, tool, JSON-RPC id, outcome and flags, then its reason
+    (if it has evidence). No lines for any other call."""
+    if not (is_failure(call["outcome"]) or call["flags"]):
+        return []
+    what = call["method"] or "(response)"
+    if call["tool"]:
+        what += f" {call['tool']}"
+    flags = f" [{', '.join(call['flags'])}]" if call["flags"] else ""
+    lines = wrap(f"  {call['call_id']} {what} id={call['jsonrpc_id']} {call['outcome']}{flags}", width)
+    if call["evidence"]:
+        # Evidence quotes what servers said: redacted (iter_records), like the export and the report;
+        # wrapped, never cut: the reason is what the reader came for.
+        lines += wrap(f"{INDENT}{call['reason']}", width)
+    return lines
+
+
+def _count_lines(summary: Mapping[str, Any], width: int) -> list[str]:
+    """How many calls in how many exchanges, then the counts by outcome, layer, method and tool, and the flags
+    (each only if there are any)."""
     lines = wrap(
         f"{summary['calls']} calls in {summary['flows_analyzed']} exchanges "
         f"({summary['flows_read']} flows read, {summary['flows_skipped']} skipped)",
@@ -39,30 +61,41 @@ def summary_text(analysis: Analysis | CallStream, width: int = 80) -> str:
             lines += counts(f"by {title}:", summary[key], width)
     if summary["flags"]:
         lines += counts("flags:", summary["flags"], width)
-    if failing:
-        lines += ["", "calls to look at:", *failing]
-    if analysis.duplicate_executions:
-        lines += ["", *wrap("writes executed more than once (same client, same arguments):", width)]
-        for duplicate in analysis.duplicate_executions:
-            record = duplicate.record()
-            lines += wrap(
-                f"  {record['tool']} args {record['arguments_digest'][:10]}: {', '.join(record['calls'])} "
-                f"({', '.join(record['executions'])})",
-                width,
-            )
-    if analysis.retry_groups:
-        lines += ["", "retry chains:"]
-        for group in analysis.retry_groups:
-            record = group.record()
-            safety = record["safety"] if record["failure_retry"] else "not a failure"
-            lines += wrap(
-                f"  {record['retry_group']} {record['origin']} [{record['confidence']}]: "
-                f"{' -> '.join(record['members'])} = {record['final_outcome']}, {safety}",
-                width,
-            )
-            if record["may_have_run_twice"]:
-                lines.append(f"{INDENT}the tool may have run twice")
-    return "\n".join(lines)
+    return lines
+
+
+def _duplicate_lines(analysis: Analysis | CallStream, width: int) -> list[str]:
+    """The writes executed more than once, each with its tool, arguments, calls and executions; none: no lines."""
+    if not analysis.duplicate_executions:
+        return []
+    lines = ["", *wrap("writes executed more than once (same client, same arguments):", width)]
+    for duplicate in analysis.duplicate_executions:
+        record = duplicate.record()
+        lines += wrap(
+            f"  {record['tool']} args {record['arguments_digest'][:10]}: {', '.join(record['calls'])} "
+            f"({', '.join(record['executions'])})",
+            width,
+        )
+    return lines
+
+
+def _retry_chain_lines(analysis: Analysis | CallStream, width: int) -> list[str]:
+    """Each retry chain: its origin and confidence, its attempts, how it ended and whether it was safe (and
+    whether the tool may have run twice); none: no lines."""
+    if not analysis.retry_groups:
+        return []
+    lines = ["", "retry chains:"]
+    for group in analysis.retry_groups:
+        record = group.record()
+        safety = record["safety"] if record["failure_retry"] else "not a failure"
+        lines += wrap(
+            f"  {record['retry_group']} {record['origin']} [{record['confidence']}]: "
+            f"{' -> '.join(record['members'])} = {record['final_outcome']}, {safety}",
+            width,
+        )
+        if record["may_have_run_twice"]:
+            lines.append(f"{INDENT}the tool may have run twice")
+    return lines
 
 
 def counts(title: str, counted: Mapping[str, int], width: int) -> list[str]:
