@@ -17,9 +17,9 @@ from mcp_blackbox.analyzer.model.contract import EndingRecord, ServerSent
 from mcp_blackbox.analyzer.model.records import C2S, Call, Exchange
 from mcp_blackbox.analyzer.model.stdio_session import StdioSession
 from mcp_blackbox.analyzer.model.vocabulary import Ending, Transport
+from mcp_blackbox.analyzer.wire.jsonrpc import CANCELLED, PROGRESS
 from mcp_blackbox.analyzer.wire.metadata import StreamEnd
 
-PROGRESS = "notifications/progress"
 # mitmproxy's words for an HTTP/2 RST_STREAM from either peer (it says "by client" for both).
 H2_RESET = "stream reset by client"
 RESET_CODE = re.compile(H2_RESET + r" \((\w+)\)")
@@ -64,7 +64,7 @@ def _how_it_ended(call: Call, exchange: Exchange) -> tuple[Ending, float | None,
     """Who or what ended a call that got no answer, when, and in whose words: the client's cancel first (it
     ends the call whatever the connection did next), then the stdio session's end or the HTTP exchange's."""
     if call.cancelled_at is not None:
-        return Ending.CLIENT_CANCEL, call.cancelled_at, "notifications/cancelled"
+        return Ending.CLIENT_CANCEL, call.cancelled_at, CANCELLED
     session = getattr(exchange, "stdio", None)  # (tests hand in look-alikes of an Exchange)
     if session is not None:
         return _how_stdio_ended(call, session)

@@ -25,12 +25,13 @@ from mcp_blackbox.analyzer.calls.classify import (
     classify_call,
     protocol_version,
 )
-from mcp_blackbox.analyzer.calls.pair import PROGRESS, pair_messages, scope_of
+from mcp_blackbox.analyzer.calls.pair import pair_messages, scope_of
 from mcp_blackbox.analyzer.model.records import C2S, S2C, Call, Exchange, Message
 from mcp_blackbox.analyzer.model.vocabulary import Outcome
 from mcp_blackbox.analyzer.read.extract import extract_messages
 from mcp_blackbox.analyzer.read.load import LoadReport, exchange_from_state
 from mcp_blackbox.analyzer.redaction.redact import redact_text
+from mcp_blackbox.analyzer.wire.jsonrpc import PROGRESS
 
 REASON_LIMIT = 240  # characters of evidence on a console line or a mitmweb comment
 

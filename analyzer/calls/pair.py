@@ -15,9 +15,7 @@ from urllib.parse import parse_qsl
 
 from mcp_blackbox.analyzer.model.records import C2S, S2C, Call, Exchange, Message
 from mcp_blackbox.analyzer.model.vocabulary import Flag
-
-PROGRESS = "notifications/progress"
-CANCELLED = "notifications/cancelled"
+from mcp_blackbox.analyzer.wire.jsonrpc import CANCELLED, PROGRESS
 
 
 def scope_of(exchange: Exchange, legacy_streams: dict[str, str]) -> str:

@@ -41,7 +41,6 @@ TRACES_PATH = "/v1/traces"
 BATCH = 512  # spans per OTLP request (the SDK's batch processor's default size)
 SERVICE_NAME = "mcp-blackbox"  # unless OTEL_SERVICE_NAME or OTEL_RESOURCE_ATTRIBUTES names one
 TOOL_ERROR = "tool_error"  # error.type for isError: true (the conventions' own value)
-PROGRESS = "notifications/progress"
 # OTLP/JSON differs from protobuf's JSON mapping in this only: these bytes fields are hex, not base64.
 HEX_FIELDS = ("traceId", "spanId", "parentSpanId")
 

@@ -44,8 +44,8 @@ from mcp_blackbox.analyzer.read.decode import Decoded
 from mcp_blackbox.analyzer.read.extract import STRICT_JSON, Extracted, message_from
 from mcp_blackbox.analyzer.read.load import LoadReport
 from mcp_blackbox.analyzer.wire import stdio_capture as fmt
+from mcp_blackbox.analyzer.wire.jsonrpc import PROGRESS
 
-PROGRESS = "notifications/progress"  # (analyzer/calls/pair.py pairs it by its token)
 TIE_STEP = 1e-6  # seconds between lines of one pipe that one read brought (see _Reader.read)
 STDIN_METHOD = "STDIN"
 STDOUT_METHOD = "STDOUT"

@@ -16,6 +16,9 @@ MCP_REQUEST_HEADERS = ("mcp-session-id", "mcp-protocol-version", "mcp-method", "
 # The method names MCP defines (2024-11-05 to 2026-07-28): JSON-RPC with only other methods (eth_call,
 # textDocument/hover) is some other protocol passing through the proxy.
 MCP_METHODS = frozenset({"initialize", "ping", "server/discover"})
+# The notifications the analysis reads by name: a call's progress, and the client giving up on it.
+PROGRESS = "notifications/progress"
+CANCELLED = "notifications/cancelled"
 MCP_METHOD_PREFIXES = (
     "tools/", "resources/", "prompts/", "completion/", "logging/", "sampling/", "elicitation/", "roots/", "tasks/",
     "notifications/",
