@@ -23,6 +23,7 @@ from mcp_blackbox.analyzer.model.vocabulary import (
     Safety,
     vocabulary_data,
 )
+from mcp_blackbox.analyzer.wire.metadata import StreamEnd
 
 REPO = Path(__file__).resolve().parents[2]
 VOCABULARY_FILE = Path(vocabulary.__file__).resolve()
@@ -30,7 +31,7 @@ ENUMS = (Outcome, Layer, Flag, RetryOrigin, Confidence, Safety)
 NAMES = {member.value for enum in ENUMS for member in enum}
 SOURCES = sorted(
     path
-    for folder in ("addon", "analyzer", "templates")
+    for folder in ("addon", "analyzer", "cli", "templates")
     for path in (REPO / folder).rglob("*")
     if path.suffix in (".py", ".js", ".j2", ".css") and path.resolve() != VOCABULARY_FILE
 )
@@ -61,6 +62,27 @@ def script_literals(path: Path) -> list[tuple[int, str]]:
 def test_no_module_spells_a_vocabulary_name(path: Path) -> None:
     found = python_literals(path) if path.suffix == ".py" else script_literals(path)
     assert not found, f"{path.relative_to(REPO)} spells vocabulary names itself: {found}"
+
+
+# The wire's names that the addon writes and the analyzer reads back, each spelled in the one module that
+# defines it (the hyphenated stream endings cannot mean anything else; "complete" and "killed" can).
+WIRE_NAMES = {
+    **{end.value: "analyzer/wire/metadata.py" for end in StreamEnd if "-" in end.value},
+    "notifications/progress": "analyzer/wire/jsonrpc.py",
+    "notifications/cancelled": "analyzer/wire/jsonrpc.py",
+}
+
+
+@pytest.mark.parametrize("path", [p for p in SOURCES if p.suffix == ".py"], ids=lambda p: str(p.relative_to(REPO)))
+def test_no_module_spells_a_wire_name_its_format_defines(path: Path) -> None:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    where = path.relative_to(REPO).as_posix()
+    found = [
+        (node.lineno, node.value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and node.value in WIRE_NAMES and WIRE_NAMES[node.value] != where
+    ]
+    assert not found, f"{where} spells names of the wire layer itself: {found}"
 
 
 def test_the_scan_sees_a_spelled_name(tmp_path: Path) -> None:
