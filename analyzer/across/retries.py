@@ -174,14 +174,10 @@ class RetryGroup:
         }
 
 
-def gateway_services(groups: list[RetryGroup]) -> dict[str, str]:
-    """Servers that a gateway re-sent one request between are replicas of one service: server -> the
-    service's name (its first server seen). A write that ran on each of them ran twice."""
-    return add_gateway_services({}, groups)
-
-
 def add_gateway_services(service: dict[str, str], groups: list[RetryGroup]) -> dict[str, str]:
-    """``gateway_services`` grown by more groups, in place (a windowed analysis settles them a few at a time)."""
+    """Servers that a gateway re-sent one request between are replicas of one service: server -> the
+    service's name (its first server seen); a write that ran on each of them ran twice. ``service`` grows
+    by ``groups``, in place (the stream settles groups a few at a time)."""
 
     def find(server: str) -> str:
         while (parent := service.get(server, server)) != server:
@@ -211,13 +207,6 @@ def _retry_after(call: Call) -> float | None:
         return None
     sent = call.t_end or call.request.t
     return max(0.0, email.utils.mktime_tz(parsed) - sent)
-
-
-def find_retries(calls: list[Call], facts: CaptureFacts) -> list[RetryGroup]:
-    """Link attempts; write retry_group, attempt, origin and confidence onto the calls."""
-    retries = Retries(facts)
-    retries.take(calls)
-    return retries.settle(float("inf"))
 
 
 class Retries:
