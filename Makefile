@@ -57,13 +57,13 @@ browser-deps: chromium $(BROWSER_TESTS)/node_modules/.package-lock.json
 PYTEST_WORKERS ?= auto
 
 test: $(STAMP) $(TS_CLIENT)/node_modules/.package-lock.json browser-deps truth-deps lint
-	$(BIN)/pytest -n $(PYTEST_WORKERS)
+	$(BIN)/pytest -n $(PYTEST_WORKERS) --dist worksteal
 
 # The quick loop: unit, analyzer and fuzz tests and the checks of the sample and synthetic captures.
 # No test server, proxy, SDK client or browser is started (only the analyzer CLI, briefly).
 .PHONY: test-fast
 test-fast: $(STAMP)
-	$(BIN)/pytest -n $(PYTEST_WORKERS) tests/unit tests/analyzer tests/fuzz tests/test_sample_captures.py tests/test_synthetic_capture.py \
+	$(BIN)/pytest -n $(PYTEST_WORKERS) --dist worksteal tests/unit tests/analyzer tests/fuzz tests/test_sample_captures.py tests/test_synthetic_capture.py \
 		-m "not e2e and not load" --deselect tests/fuzz/test_fuzz_escaping.py::test_captured_text_in_chromium
 
 # mypy and import-linter cannot follow the editable install's package-dir mapping: they read mcp_blackbox
