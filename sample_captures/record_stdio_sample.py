@@ -11,6 +11,9 @@ an info line on stderr; ``swallow``, which logs an exception's stack on stderr a
 ``crash``, which dies mid-call (exit 3). What the client saw is checked (every step answered but the crash)
 before the capture is copied to ``sample_captures/stdio-faults.stdio.jsonl`` and the client's output to
 ``stdio-faults.stdio.client.json``.
+
+Both are written with the checkout's absolute path (the wrapper's ``cwd``, Node's stack frames on stderr)
+replaced by ``/repo``, each line's ``bytes`` counted again: a bundled sample names no machine.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
+NEUTRAL_REPO = "/repo"  # what the sample says instead of the checkout it was recorded in
 NAME = "stdio-faults"
 PAUSE = {"op": "pause", "seconds": 0.1}  # after a call that logs on stderr, as an application pauses between calls
 STEPS = [
@@ -37,6 +41,28 @@ STEPS = [
     {"op": "call", "tool": "echo", "args": {"text": "after the stray line"}},
     {"op": "call", "tool": "crash", "args": {"how": "exit"}},
 ]
+
+
+def neutral(text: str) -> str:
+    return text.replace(str(REPO), NEUTRAL_REPO)
+
+
+def neutralise(capture: Path, client_output: Path) -> None:
+    """The checkout's path out of both files, in place. A capture line keeps ``bytes`` equal to its text's
+    length in UTF-8 (analyzer/wire/stdio_capture.py ``line_fields``): a truncated line's count moves by as
+    much as its kept head did."""
+    records = []
+    for line in capture.read_text(encoding="utf-8").splitlines():
+        record = json.loads(line)
+        if isinstance(record.get("cwd"), str):
+            record["cwd"] = neutral(record["cwd"])
+        if isinstance(record.get("text"), str):
+            text = neutral(record["text"])
+            record["bytes"] += len(text.encode()) - len(record["text"].encode())
+            record["text"] = text
+        records.append(json.dumps(record, ensure_ascii=False, separators=(",", ":")))
+    capture.write_text("".join(f"{r}\n" for r in records), encoding="utf-8")
+    client_output.write_text(neutral(client_output.read_text(encoding="utf-8")), encoding="utf-8")
 
 
 def main() -> int:
@@ -59,6 +85,7 @@ def main() -> int:
         shutil.copyfile(capture, HERE / capture.name)
         output = {"runs": [{"client": seen["client"], "steps": STEPS, "output": seen}]}
         (HERE / f"{NAME}.stdio.client.json").write_text(json.dumps(output, indent=1) + "\n", encoding="utf-8")
+    neutralise(HERE / f"{NAME}.stdio.jsonl", HERE / f"{NAME}.stdio.client.json")
     print(f"wrote sample_captures/{NAME}.stdio.jsonl and {NAME}.stdio.client.json")
     return 0
 
