@@ -50,7 +50,13 @@ from mcp_blackbox.addon.rotation import CaptureWriter
 from mcp_blackbox.addon.stream_tap import StreamTap
 from mcp_blackbox.analyzer.calls.live import judge_flow
 from mcp_blackbox.analyzer.wire.jsonrpc import JsonObject
-from mcp_blackbox.analyzer.wire.metadata import METADATA_KEY, METADATA_VERSION, StreamEnd, stream_end_reason
+from mcp_blackbox.analyzer.wire.metadata import (
+    METADATA_KEY,
+    METADATA_VERSION,
+    FlowRecord,
+    StreamEnd,
+    stream_end_reason,
+)
 
 logger = logging.getLogger("mcp_blackbox")
 
@@ -179,17 +185,17 @@ class McpRecorder:
             except Exception:
                 logger.exception("mcp_blackbox: judging %s at shutdown failed; its body is kept", flow.id)
 
-    def _close(self, flow: http.HTTPFlow, reason: str, error: str | None, side: Side | None = None) -> None:
+    def _close(self, flow: http.HTTPFlow, reason: StreamEnd, error: str | None, side: Side | None = None) -> None:
         tap, record = self._keep_body(flow, reason, error, side)
         self._annotate(flow, tap, record)
 
     def _keep_body(
-        self, flow: http.HTTPFlow, reason: str, error: str | None, side: Side | None = None
-    ) -> tuple[StreamTap | None, dict[str, Any]]:
+        self, flow: http.HTTPFlow, reason: StreamEnd, error: str | None, side: Side | None = None
+    ) -> tuple[StreamTap | None, FlowRecord]:
         """Put a streamed body back into the flow and make its record; (None, record) for the rest."""
         entry = self.open_streams.pop(flow.id, None)
         tap = entry[1] if entry else None
-        record: dict[str, Any] = {"version": METADATA_VERSION}
+        record: FlowRecord = {"version": METADATA_VERSION}
         if tap is not None and flow.response is not None:
             tap.finish(reason, error if reason != StreamEnd.COMPLETE else None, side)
             framed = "content-encoding" not in flow.response.headers
@@ -200,7 +206,7 @@ class McpRecorder:
             tap.tail.clear()
         return tap, record
 
-    def _annotate(self, flow: http.HTTPFlow, tap: StreamTap | None, record: dict[str, Any]) -> None:
+    def _annotate(self, flow: http.HTTPFlow, tap: StreamTap | None, record: FlowRecord) -> None:
         """Put the record into the flow: judged, if the exchange is MCP and passes mcp_filter; as it is for any
         other streamed response; a flow that is neither is left alone."""
         requests = request_messages(flow)
@@ -223,7 +229,7 @@ class McpRecorder:
         flow: http.HTTPFlow,
         tap: StreamTap | None,
         requests: list[JsonObject],
-        record: dict[str, Any],
+        record: FlowRecord,
         reason: str,
     ) -> None:
         """The live verdict into the record (and onto the flow, marked for mitmweb if it failed); its console

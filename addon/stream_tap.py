@@ -17,8 +17,8 @@ import itertools
 import re
 import time
 from collections.abc import Callable, Iterable
-from typing import Any
 
+from mcp_blackbox.analyzer.wire.metadata import StreamEnd, StreamRecord
 from mcp_blackbox.analyzer.wire.sse_framing import split_sse
 
 # Beyond this many chunks only totals are kept: a day-long stream must not grow
@@ -57,7 +57,7 @@ class StreamTap:
         self.total_bytes = 0
         self.dropped_bytes = 0  # past the head's bound (the tail keeps the last of them)
         self.unrecorded_chunks = 0
-        self.ended: str | None = None
+        self.ended: StreamEnd | None = None
         self.end_time: float | None = None
         self.error: str | None = None
         self.error_side: str | None = None  # "client" or "server": whose connection the error came from
@@ -120,7 +120,7 @@ class StreamTap:
             if len(self.tail) > 2 * self.tail_limit:  # trimmed now and then, not on every chunk
                 del self.tail[: len(self.tail) - self.tail_limit]
 
-    def finish(self, reason: str, error: str | None = None, side: str | None = None) -> None:
+    def finish(self, reason: StreamEnd, error: str | None = None, side: str | None = None) -> None:
         """Close the record once: the first reason given is the true one."""
         if self.ended is None:
             self.ended = reason
@@ -175,7 +175,7 @@ class StreamTap:
             times.append(float(self.chunks[index][0]) if index < len(ends) else None)
         return times
 
-    def metadata(self, kept: bytes, *, framed: bool) -> dict[str, Any]:
+    def metadata(self, kept: bytes, *, framed: bool) -> StreamRecord:
         """JSON-like record for ``flow.metadata`` (anything else breaks the flow writer).
 
         ``kept``: what ``kept()`` returned; ``framed``: the kept bytes are plain SSE (no content-encoding),

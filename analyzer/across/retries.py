@@ -209,6 +209,14 @@ def _retry_after(call: Call) -> float | None:
     return max(0.0, email.utils.mktime_tz(parsed) - sent)
 
 
+class _Keys(NamedTuple):
+    """Where a call's earlier attempts are looked up, computed once per call."""
+
+    request: tuple[str, str, str, str]  # server, method and params, under the caller's lineage
+    unit: tuple[str, str, str, str]  # the same under the caller's unit
+    request_id: tuple[str, str, str] | None  # the same X-Request-ID (a gateway's copy), when it has one
+
+
 class Retries:
     """Retry linking fed calls in the order they started (with verdicts and clients).
 
@@ -260,26 +268,20 @@ class Retries:
     def _link(self, call: Call) -> None:
         """``call`` joins the group of the attempt it repeats, if any, and the indexes a later one looks in."""
         assert call.request.facts is not None
-        key, unit_key, request_id_key = _key(call), _key(call, in_unit=True), _request_id_key(call)
+        keys = _Keys(_key(call), _key(call, in_unit=True), _request_id_key(call))
         self.history.add(call)
-        previous, origin = self._earlier_attempt(call, key, unit_key, request_id_key)
+        previous, origin = self._earlier_attempt(call, keys)
         if previous is not None and origin is not None:
             self._join(previous, call, origin)
-        self._remember(call, key, unit_key, request_id_key)
+        self._remember(call, keys)
 
-    def _earlier_attempt(
-        self,
-        call: Call,
-        key: tuple[str, str, str, str],
-        unit_key: tuple[str, str, str, str],
-        request_id_key: tuple[str, str, str] | None,
-    ) -> tuple[Call | None, Origin | None]:
+    def _earlier_attempt(self, call: Call, keys: _Keys) -> tuple[Call | None, Origin | None]:
         """The attempt ``call`` repeats, and (origin, confidence, evidence) of the repetition. A gateway's
         re-send (the same X-Request-ID soon after an attempt that may have run) is asked first."""
-        gateway_copy = self.by_request_id.get(request_id_key) if request_id_key else None
+        gateway_copy = self.by_request_id.get(keys.request_id) if keys.request_id else None
         if gateway_copy is not None and _gateway_may_resend(gateway_copy, call):
             return gateway_copy, _gateway_origin(gateway_copy, call)
-        same = self.latest.get(unit_key) or self.latest.get(key)
+        same = self.latest.get(keys.unit) or self.latest.get(keys.request)
         return _previous_attempt(call, same, self.latest_tool, self.latest_probe.get(_lineage(call)), self.history)
 
     def _join(self, previous: Call, call: Call, origin: Origin) -> None:
@@ -303,25 +305,19 @@ class Retries:
             self.latest.pop(_key(previous, in_unit=True), None)
             self.latest_probe.pop(_lineage(call), None)
 
-    def _remember(
-        self,
-        call: Call,
-        key: tuple[str, str, str, str],
-        unit_key: tuple[str, str, str, str],
-        request_id_key: tuple[str, str, str] | None,
-    ) -> None:
+    def _remember(self, call: Call, keys: _Keys) -> None:
         """``call`` in the indexes a later attempt of it is looked up by, or out of them."""
         # Only a request that did not succeed can be retried: keep those, so the index stays small.
         if is_failure(call.outcome):
-            self.latest[key] = self.latest[unit_key] = call
+            self.latest[keys.request] = self.latest[keys.unit] = call
         else:
-            self.latest.pop(key, None)
-            self.latest.pop(unit_key, None)
+            self.latest.pop(keys.request, None)
+            self.latest.pop(keys.unit, None)
         # Only an attempt that may have run can be re-sent by a gateway: keep those, so the index stays small.
-        if request_id_key and execution(call) is Execution.MAYBE:
-            self.by_request_id[request_id_key] = call
-        elif request_id_key:
-            self.by_request_id.pop(request_id_key, None)
+        if keys.request_id and execution(call) is Execution.MAYBE:
+            self.by_request_id[keys.request_id] = call
+        elif keys.request_id:
+            self.by_request_id.pop(keys.request_id, None)
         if call.tool:
             # What a later call of the tool needs to know: its lineage's last call asked for input (an MRTR
             # round follows), its unit's last call answered isError (an agent re-calls). Only those are kept.

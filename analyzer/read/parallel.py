@@ -44,7 +44,7 @@ SEGMENT_BYTES = 16_000_000  # a flow file larger than two of these is cut into r
 def decoded_exchanges(files: Sequence[str], report: LoadReport, *, keep_details: bool = False) -> Iterator[Decoded]:
     """Every exchange of the files (already expanded: analyzer/wire/inputs.py), in order, decoded; in worker
     processes when that pays, with the same results and the same ``report``."""
-    if any(_is_stdio(path) for path in files):  # stdio captures (analyzer/read/stdio_load.py) among them
+    if any(is_stdio_capture(path) for path in files):  # stdio captures (analyzer/read/stdio_load.py) among them
         yield from _with_stdio(files, report, keep_details)
         return
     segments, workers = None, 1
@@ -58,15 +58,11 @@ def decoded_exchanges(files: Sequence[str], report: LoadReport, *, keep_details:
     yield from _in_workers(segments, report, min(workers, len(segments)))
 
 
-def _is_stdio(path: str) -> bool:
-    return is_stdio_capture(path)
-
-
 def _with_stdio(files: Sequence[str], report: LoadReport, keep_details: bool) -> Iterator[Decoded]:
     """Each stdio capture through its own reader, the flow files between them as before, in the files' order."""
     flows: list[str] = []
     for path in [*files, None]:
-        if path is not None and not _is_stdio(path):
+        if path is not None and not is_stdio_capture(path):
             flows.append(path)
             continue
         if flows:
