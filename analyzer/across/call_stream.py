@@ -20,10 +20,11 @@ from mcp_blackbox.analyzer.across.call_ids import CallIds
 from mcp_blackbox.analyzer.across.clients import Clients
 from mcp_blackbox.analyzer.across.executions import Duplicates
 from mcp_blackbox.analyzer.across.retries import RETRY_WINDOW, Retries, add_gateway_services
-from mcp_blackbox.analyzer.calls.classify import CaptureFacts, apply_verdict
+from mcp_blackbox.analyzer.calls.classify import CaptureFacts, judge
 from mcp_blackbox.analyzer.calls.pair import Pairer, legacy_session_of_endpoint, scope_of
+from mcp_blackbox.analyzer.calls.stdio_calls import stderr_of
 from mcp_blackbox.analyzer.model.contract import DuplicateRecord, RetryGroupRecord
-from mcp_blackbox.analyzer.model.records import C2S, S2C, Call, Exchange, Message
+from mcp_blackbox.analyzer.model.records import C2S, S2C, Call, Exchange, Message, Verdict
 from mcp_blackbox.analyzer.model.vocabulary import Flag, Outcome, RetryOrigin
 from mcp_blackbox.analyzer.read.decode import Decoded
 from mcp_blackbox.analyzer.read.extract import Extracted
@@ -266,8 +267,10 @@ class CallStream(ReadFigures):
         for call in ready:
             gather_facts_of(call, self.facts)
         for call in ready:
-            if not call.outcome:
-                apply_verdict(call, self.facts)
+            if call.verdict is None:
+                if call.exchange.stdio is not None:
+                    call.stderr = stderr_of(call)  # before the verdict, which reads them (STDERR_DURING_CALL)
+                call.verdict = judge(call, self.facts)
         for call in ready:
             self._number += 1
             call.number = self._number
@@ -283,11 +286,16 @@ class CallStream(ReadFigures):
         while complete and complete[0].request.t < before:
             ready.append(complete.popleft())
         if ready:
-            self._retries.take(ready)
+            for call, finding in self._retries.take(ready):
+                call.found(finding)
             self._linked.extend(ready)
 
     def _settle(self, before: float) -> Iterator[Call]:
         for group in self._retries.settle(before):
+            for call, link in group.links_of_members():
+                call.link = link
+            for call, finding in group.findings:
+                call.found(finding)
             add_gateway_services(self._services, [group])
             if self.window is None:
                 self.retry_groups.append(group)
@@ -296,7 +304,8 @@ class CallStream(ReadFigures):
         linked, duplicates = self._linked, self._duplicates
         while linked and linked[0].request.t < before and not self._retries.is_open(linked[0]):
             call = linked.popleft()
-            duplicates.check(call, self._services)
+            if (ran_again := duplicates.check(call, self._services)) is not None:
+                call.found(ran_again)
             self._pairer.forget_call(call)
             self._ids.forget_flow(call.exchange.flow_id)
             yield call
@@ -360,11 +369,10 @@ def _stream_event(message: Message) -> dict[str, Any]:
 
 def _orphan_call(message: Message) -> Call:
     scope = message.exchange.scope
-    call = Call(request=message, scope=scope)
+    why = f"a response with id {message.id!r} answers no request in {scope}"
+    verdict = Verdict(Outcome.INVALID_ENVELOPE, (why,), (Flag.ORPHAN_RESPONSE,))
+    call = Call(request=message, scope=scope, verdict=verdict)
     call.add_exchange(message.exchange)
-    call.outcome, call.layer = Outcome.INVALID_ENVELOPE, Outcome.INVALID_ENVELOPE.layer
-    call.flags = (Flag.ORPHAN_RESPONSE,)
-    call.evidence = (f"a response with id {message.id!r} answers no request in {scope}",)
     return call
 
 

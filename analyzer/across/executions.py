@@ -18,7 +18,7 @@ from enum import Enum
 
 from mcp_blackbox.analyzer.calls.classify import CaptureFacts
 from mcp_blackbox.analyzer.model.contract import DuplicateRecord
-from mcp_blackbox.analyzer.model.records import Call
+from mcp_blackbox.analyzer.model.records import Call, Finding, Stage
 from mcp_blackbox.analyzer.model.vocabulary import ANSWERED_WRONGLY, EFFECTS_UNKNOWN, Flag, Outcome
 
 
@@ -85,15 +85,16 @@ class Duplicates:
         self.last: dict[tuple[str, str, str, str], Call] = {}
         self.repeated: dict[tuple[str, str, str, str], list[Call]] = {}
 
-    def check(self, call: Call, services: Mapping[str, str]) -> None:
+    def check(self, call: Call, services: Mapping[str, str]) -> Finding | None:
+        """DUPLICATE_EXECUTION, and why, when ``call`` ran a write that the same client ran before."""
         facts = self.facts
         if call.method != "tools/call" or call.request.facts is None or call.client is None:
-            return
+            return None
         if replayable(call.tool, facts) or execution(call) is Execution.NOT_RUN:
-            return
+            return None
         server = services.get(call.exchange.server, call.exchange.server)
         key = (call.client.lineage, server, call.tool or "", call.request.facts.digest)
-        before = self.last.get(key)
+        before, found = self.last.get(key), None
         if before is not None:
             how = "ran" if execution(before) is Execution.RAN else "may have run"
             if before.exchange.server != call.exchange.server:
@@ -104,10 +105,10 @@ class Duplicates:
                 f"({before.outcome}, {call.request.t - before.request.t:.2f} s earlier) by the same client: "
                 f"it executed again, and {marked} readOnlyHint or idempotentHint"
             )
-            call.flags = tuple(sorted({*call.flags, Flag.DUPLICATE_EXECUTION}))
-            call.evidence = (*call.evidence, why)
+            found = Finding(Stage.EXECUTIONS, why, Flag.DUPLICATE_EXECUTION)
             self.repeated.setdefault(key, [before]).append(call)
         self.last[key] = call
+        return found
 
     def settle(self, before: float) -> list[DuplicateExecution]:
         """The runs that no later call can extend, in the order they were found."""

@@ -22,7 +22,7 @@ from mcp_blackbox.analyzer.across.clients import OPENING_METHODS
 from mcp_blackbox.analyzer.across.executions import Execution, execution, replayable
 from mcp_blackbox.analyzer.calls.classify import CaptureFacts
 from mcp_blackbox.analyzer.model.contract import RetryGroupRecord
-from mcp_blackbox.analyzer.model.records import C2S, Call, Exchange
+from mcp_blackbox.analyzer.model.records import C2S, Call, Exchange, Finding, RetryLink, Stage
 from mcp_blackbox.analyzer.model.slim import RequestFacts
 from mcp_blackbox.analyzer.model.vocabulary import (
     ANSWERED_WRONGLY,
@@ -51,6 +51,12 @@ SDK_RECONNECT_DELAYS = {
 BACKOFF_DELAYS = (1.0, 2.0, 4.0, 8.0)
 
 Origin = tuple[RetryOrigin, Confidence, list[str]]  # who repeated a request, how sure, and why
+
+
+class _Unlinked(NamedTuple):
+    """A look-alike of an earlier failed attempt that an origin rule declined to link, and why."""
+
+    why: list[str]
 
 
 class _History:
@@ -154,6 +160,18 @@ class RetryGroup:
     is_failure_retry: bool = True  # False for negotiation, MRTR rounds and planned reconnects
     safety: Safety = Safety.SAFE
     may_have_run_twice: bool = False
+    # What judging the group's safety found about its attempts (a flag, a line of evidence): set by settle.
+    findings: list[tuple[Call, Finding]] = field(default_factory=list)
+
+    def links_of_members(self) -> list[tuple[Call, RetryLink]]:
+        """Each attempt's place in the group; a resumed stream's first attempt carries the group's origin."""
+        resumed = self.origin is RetryOrigin.TRANSPORT_RESUME
+        first = (self.origin, self.confidence) if resumed else (None, None)
+        links = [first, *self.links]
+        return [
+            (call, RetryLink(self.group_id, attempt, origin, confidence))
+            for attempt, (call, (origin, confidence)) in enumerate(zip(self.members, links, strict=True), 1)
+        ]
 
     def record(self) -> RetryGroupRecord:
         first, last = self.members[0], self.members[-1]
@@ -251,31 +269,36 @@ class Retries:
         self.by_call[id(first)] = group
         return group
 
-    def take(self, calls: list[Call]) -> None:
+    def take(self, calls: list[Call]) -> list[tuple[Call, Finding]]:
+        """Link ``calls``; what was found about a call that was not linked (a look-alike left alone, and why)."""
         requests = [c for c in calls if c.request.kind == "request" and c.direction == C2S and c.request.facts]
         self.history.index(requests)
+        found: list[tuple[Call, Finding]] = []
         for call in requests:
             # Groups are numbered in the order their first attempts started, whichever calls arrive together.
             if (group := _resumed_stream(call, f"r{self.count + 1}")) is not None:
                 self.count += 1
                 self.groups.append(group)
                 self.by_call[id(call)] = group
-            self._link(call)
+            found.extend((call, Finding(Stage.RETRIES, why)) for why in self._link(call))
             self.linked.append(call)
             if call.client is not None:
                 self.last_of_unit[call.client.unit] = call
+        return found
 
-    def _link(self, call: Call) -> None:
-        """``call`` joins the group of the attempt it repeats, if any, and the indexes a later one looks in."""
+    def _link(self, call: Call) -> list[str]:
+        """``call`` joins the group of the attempt it repeats, if any, and the indexes a later one looks in;
+        why a look-alike it was not linked to was left alone."""
         assert call.request.facts is not None
         keys = _Keys(_key(call), _key(call, in_unit=True), _request_id_key(call))
         self.history.add(call)
         previous, origin = self._earlier_attempt(call, keys)
-        if previous is not None and origin is not None:
+        if previous is not None and origin is not None and not isinstance(origin, _Unlinked):
             self._join(previous, call, origin)
         self._remember(call, keys)
+        return origin.why if isinstance(origin, _Unlinked) else []
 
-    def _earlier_attempt(self, call: Call, keys: _Keys) -> tuple[Call | None, Origin | None]:
+    def _earlier_attempt(self, call: Call, keys: _Keys) -> tuple[Call | None, Origin | _Unlinked | None]:
         """The attempt ``call`` repeats, and (origin, confidence, evidence) of the repetition. A gateway's
         re-send (the same X-Request-ID soon after an attempt that may have run) is asked first."""
         gateway_copy = self.by_request_id.get(keys.request_id) if keys.request_id else None
@@ -465,13 +488,13 @@ def _previous_attempt(
     latest_tool: dict[tuple[str, str, str], Call],
     probe: Call | None,
     history: _History,
-) -> tuple[Call | None, Origin | None]:
+) -> tuple[Call | None, Origin | _Unlinked | None]:
     """The attempt this call repeats, and (origin, confidence, evidence) of the repetition.
 
     The kinds of repetition are tried in this order, the first that fits winning: a protocol fallback, an
     MRTR round, an agent's retry with other arguments, the same request sent again after a failure. The
-    last may leave evidence on the call even when it does not link it: ``or`` asks it only when none of
-    the others fits."""
+    last may say why it does not link a look-alike (_Unlinked): ``or`` asks it only when none of the others
+    fits."""
     facts = call.request.facts
     assert facts is not None
     found = (
@@ -524,8 +547,9 @@ def _agent_retry(
     return before, (RetryOrigin.AGENT_RETRY, Confidence.MEDIUM, [why])
 
 
-def _failure_retry(call: Call, same: Call | None, history: _History) -> tuple[Call, Origin] | None:
-    """The identical request sent again within the window after ``same`` failed, if an origin rule links it."""
+def _failure_retry(call: Call, same: Call | None, history: _History) -> tuple[Call, Origin | _Unlinked] | None:
+    """The identical request sent again within the window after ``same`` failed, if an origin rule links it
+    (or says why it does not)."""
     if same is None or not is_failure(same.outcome) or not _within_window(same, call):
         return None
     origin = _origin(same, call, history)
@@ -760,15 +784,14 @@ _ORIGIN_RULES: tuple[_Rule, ...] = (
 )
 
 
-def _origin(before: Call, call: Call, history: _History) -> Origin | None:
-    """Who sent ``call`` again after ``before`` failed, how sure, and why (_ORIGIN_RULES); None: not linked."""
+def _origin(before: Call, call: Call, history: _History) -> Origin | _Unlinked | None:
+    """Who sent ``call`` again after ``before`` failed, how sure, and why (_ORIGIN_RULES); _Unlinked: not
+    linked, and why; None: not linked, nothing to say."""
     repeat = _Repeat(before, call, history)
     rule = next(rule for rule in _ORIGIN_RULES if rule.applies(repeat))  # the last rule always applies
     why = [line.format(r=repeat) for line in rule.why]
     if rule.origin is None or rule.confidence is None:
-        if why:  # a call's evidence may still be the list it was made with: leave it as it is
-            call.evidence = (*call.evidence, *why)
-        return None
+        return _Unlinked(why) if why else None
     confidence = rule.confidence if isinstance(rule.confidence, Confidence) else rule.confidence(repeat)
     return rule.origin, confidence, [_what_was_repeated(repeat), *why]
 
@@ -788,20 +811,19 @@ def _session_change(before: Exchange, after: Exchange) -> str:
 
 
 def _apply(group: RetryGroup, facts: CaptureFacts) -> None:
-    links: list[tuple[RetryOrigin | None, Confidence | None]] = [(None, None), *group.links]
-    for attempt, (call, (origin, confidence)) in enumerate(zip(group.members, links, strict=True), 1):
-        call.retry_group, call.attempt = group.group_id, attempt
-        call.retry_origin, call.retry_confidence = origin, confidence
+    """The group's safety, and what it found about each attempt (group.findings)."""
     if group.origin is RetryOrigin.TRANSPORT_RESUME:
-        call = group.members[0]
-        call.retry_origin, call.retry_confidence = group.origin, group.confidence
         group.safety = Safety.RESUMED
         return
     if not group.is_failure_retry:
         group.safety = Safety.NOT_A_FAILURE_RETRY
         return
     pairs = list(zip(group.members, group.members[1:], strict=False))
-    verdicts = [_attempt_safety(before, after, facts) for before, after in pairs]
+    verdicts = []
+    for before, after in pairs:
+        safety, findings = _attempt_safety(before, after, facts)
+        verdicts.append(safety)
+        group.findings.extend((after, finding) for finding in findings)
     group.safety = next((v for v in verdicts if v is not Safety.SAFE), Safety.SAFE)
     # Only a tool runs: a repeated initialize or tools/list changes nothing on the server. What ran is read
     # from each verdict, as DUPLICATE_EXECUTION reads it.
@@ -815,55 +837,61 @@ def _apply(group: RetryGroup, facts: CaptureFacts) -> None:
         group.evidence.append("both attempts reached the server: the tool may have run twice")
 
 
-def _attempt_safety(before: Call, after: Call, facts: CaptureFacts) -> Safety:
-    """How safe it was to send ``before`` again as ``after``. Every concern is noted on ``after`` (a flag or
-    evidence); the verdict is UNSAFE if the replay was, else the first concern found, else SAFE."""
-    # All three run, in this order, whatever the verdict: each leaves its own flag or evidence on the call.
-    ignored_wait = _retry_after_ignored(before, after)
-    pointless = _pointless_repeat(before, after)
-    replay = _replay_concern(before, after, facts)
-    if replay is Safety.UNSAFE:
-        return replay
-    return next((note for note in (ignored_wait, pointless, replay) if note is not None), Safety.SAFE)
+_Concern = tuple[Safety, Finding]  # what sending an attempt again risked, and the line (and flag) that says so
 
 
-def _retry_after_ignored(before: Call, after: Call) -> Safety | None:
+def _attempt_safety(before: Call, after: Call, facts: CaptureFacts) -> tuple[Safety, list[Finding]]:
+    """How safe it was to send ``before`` again as ``after``, and every concern found, in this order: the
+    verdict is UNSAFE if the replay was, else the first concern found, else SAFE."""
+    concerns = [
+        concern
+        for concern in (
+            _retry_after_ignored(before, after),
+            _pointless_repeat(before, after),
+            _replay_concern(before, after, facts),
+        )
+        if concern is not None
+    ]
+    findings = [finding for _, finding in concerns]
+    if any(safety is Safety.UNSAFE for safety, _ in concerns):
+        return Safety.UNSAFE, findings
+    return (concerns[0][0] if concerns else Safety.SAFE), findings
+
+
+def _retry_after_ignored(before: Call, after: Call) -> _Concern | None:
     """A 429 or 503 asked for a wait (Retry-After) that the retry did not keep."""
     wait = _retry_after(before) if before.exchange.status in (429, 503) else None
     if wait is None:
         return None
     waited = after.request.t - (before.t_end or before.request.t)
     if waited < wait:
-        _flag(after, Flag.RETRY_AFTER_IGNORED, f"retried after {waited:.2f} s; Retry-After asked for {wait:g} s")
-        return Safety.RETRY_AFTER_IGNORED
+        why = f"retried after {waited:.2f} s; Retry-After asked for {wait:g} s"
+        return Safety.RETRY_AFTER_IGNORED, Finding(Stage.RETRIES, why, Flag.RETRY_AFTER_IGNORED)
     return None
 
 
-def _pointless_repeat(before: Call, after: Call) -> Safety | None:
+def _pointless_repeat(before: Call, after: Call) -> _Concern | None:
     """The same params again after the server refused them as invalid (-32602): it will fail again."""
     if before.error_code != -32602 or not _same_params(before, after):
         return None
-    after.evidence = (*after.evidence, "retried unchanged after -32602 invalid params: it will fail again")
-    return Safety.POINTLESS
+    return Safety.POINTLESS, Finding(Stage.RETRIES, "retried unchanged after -32602 invalid params: it will fail again")
 
 
-def _replay_concern(before: Call, after: Call, facts: CaptureFacts) -> Safety | None:
+def _replay_concern(before: Call, after: Call, facts: CaptureFacts) -> _Concern | None:
     """What replaying the call may do on the server: a tool whose effects are unknown and not marked
     harmless (UNSAFE), a call the server answered wrongly and so ran (DO_NOT_REPLAY), a tool that ran and
     reported an error (DEPENDS_ON_TOOL)."""
     tool = facts.tools.get(after.tool or "") or {}
     harmless = replayable(after.tool, facts)
     if after.method == "tools/call" and _effects_unknown(before) and not harmless:
-        _flag(after, Flag.UNSAFE_RETRY, _unsafe_why(before, after, tool))
-        return Safety.UNSAFE
+        return Safety.UNSAFE, Finding(Stage.RETRIES, _unsafe_why(before, after, tool), Flag.UNSAFE_RETRY)
     if before.outcome in ANSWERED_WRONGLY:
         # The server answered, so it ran: do not replay; keep the raw answer and find the defect.
-        after.evidence = (*after.evidence, f"replayed after {before.outcome}: the server answered, so it ran")
-        return Safety.DO_NOT_REPLAY
+        why = f"replayed after {before.outcome}: the server answered, so it ran"
+        return Safety.DO_NOT_REPLAY, Finding(Stage.RETRIES, why)
     if before.outcome == Outcome.TOOL_ERROR and after.method == "tools/call" and not harmless:
         why = f"{after.tool!r} ran and reported an error; repeating it depends on what it does"
-        after.evidence = (*after.evidence, why)
-        return Safety.DEPENDS_ON_TOOL
+        return Safety.DEPENDS_ON_TOOL, Finding(Stage.RETRIES, why)
     return None
 
 
@@ -884,9 +912,3 @@ def _same_params(before: Call, after: Call) -> bool:
 
 def _effects_unknown(call: Call) -> bool:
     return execution(call) is Execution.MAYBE
-
-
-def _flag(call: Call, flag: Flag, why: str) -> None:
-    if flag not in call.flags:
-        call.flags = tuple(sorted({*call.flags, flag}))
-    call.evidence = (*call.evidence, why)

@@ -1,22 +1,26 @@
 """One verdict per call: its outcome, the layer that failed, flags and the evidence.
 
-``classify_call`` reads top to bottom in the order of the layers: transport
-(did an HTTP answer come, did the stream finish), protocol (is the answer JSON,
-is it a JSON-RPC response, is it an error), interaction (is it an
-``input_required`` round), application (did the tool fail). The first outcome
-that applies wins; each check that led to it is written into the evidence.
+``classify_call`` reads the answer top to bottom in the order of the layers:
+transport (did an answer come, did the stream finish), protocol (is the answer
+JSON, is it a JSON-RPC response, is it an error), interaction (is it an
+``input_required`` round), application (did the tool fail); the first outcome
+that applies wins, and each check that led to it is written into the evidence.
+Then the rules that override that reading (``OVERRIDES``: the cancel, bytes
+the capture dropped, an exception on stderr) apply in one order for every
+transport. ARCHITECTURE, "Outcome precedence", states both steps.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from mcp_blackbox.analyzer.calls.schema_check import SchemaCheck, check_structured_content
-from mcp_blackbox.analyzer.calls.stdio_calls import exception_in, short_command, stderr_of
-from mcp_blackbox.analyzer.model.records import C2S, Call, Exchange, Message
+from mcp_blackbox.analyzer.calls.stdio_calls import exception_in, short_command
+from mcp_blackbox.analyzer.model.records import C2S, Call, Exchange, Message, Verdict
 from mcp_blackbox.analyzer.model.slim import MISSING, OMITTED, ResultShape, interned, json_kind
-from mcp_blackbox.analyzer.model.vocabulary import Flag, Layer, Outcome
+from mcp_blackbox.analyzer.model.vocabulary import Flag, Outcome
 from mcp_blackbox.analyzer.wire.metadata import StreamEnd
 
 MODERN = "2026-07-28"
@@ -44,27 +48,24 @@ class CaptureFacts:
 
 
 @dataclass
-class Verdict:
+class Ruling:
+    """A verdict while it is being made: the rules below add evidence and flags as they read the call."""
+
     outcome: Outcome
     evidence: list[str]
     flags: list[Flag] = field(default_factory=list)
     error_code: int | None = None
     error_message: str | None = None
 
-    @property
-    def layer(self) -> Layer:
-        return self.outcome.layer
+    def verdict(self, line: Callable[[str], str] = str) -> Verdict:
+        evidence = tuple(line(text) for text in self.evidence)
+        return Verdict(self.outcome, evidence, tuple(sorted(set(self.flags))), self.error_code, self.error_message)
 
 
-def apply_verdict(call: Call, facts: CaptureFacts) -> None:
-    if call.exchange.stdio is not None:
-        call.stderr = stderr_of(call)  # before the verdict, which reads them (STDERR_DURING_CALL)
-    verdict = classify_call(call, facts)
-    call.outcome, call.layer = verdict.outcome, verdict.layer
-    # Most evidence lines ("HTTP 200", "POST /mcp") recur across calls: one copy of each.
-    call.evidence = tuple(interned(line) for line in (*verdict.evidence, *call.evidence))
-    call.flags = tuple(sorted({*call.flags, *verdict.flags}))
-    call.error_code, call.error_message = verdict.error_code, verdict.error_message
+def judge(call: Call, facts: CaptureFacts) -> Verdict:
+    """The call's verdict, as the analysis keeps it: most evidence lines ("HTTP 200", "POST /mcp") recur
+    across calls, so one copy of each."""
+    return classify_call(call, facts, interned)
 
 
 def protocol_version(call: Call, facts: CaptureFacts) -> str | None:
@@ -73,17 +74,27 @@ def protocol_version(call: Call, facts: CaptureFacts) -> str | None:
     return call.exchange.request_headers.get("mcp-protocol-version") or facts.versions.get(call.scope)
 
 
-def classify_call(call: Call, facts: CaptureFacts) -> Verdict:
+def classify_call(call: Call, facts: CaptureFacts, line: Callable[[str], str] = str) -> Verdict:
+    """The call's verdict: what its answer says, read layer by layer over its transport, then the rules that
+    override that reading (OVERRIDES), in one order for every transport. ``line`` keeps each evidence line."""
+    ruling = _read_answer(call, facts)
+    if call.request.kind == "request":  # a notification has no answer to cancel, cut or break
+        for _, override in OVERRIDES:
+            ruling = override(call, ruling)
+    return ruling.verdict(line)
+
+
+def _read_answer(call: Call, facts: CaptureFacts) -> Ruling:
     exchange = call.exchange
     if exchange.stdio is not None:
         return _classify_stdio(call, facts)
     evidence = [f"{exchange.method} {exchange.path}"]
     if call.request.kind == "notification":
         return _classify_notification(exchange, evidence)
-    return _partial_capture(call, _after_cancel(call, _classify_request(call, facts, evidence)))
+    return _classify_request(call, facts, evidence)
 
 
-def _partial_capture(call: Call, verdict: Verdict) -> Verdict:
+def _partial_capture(call: Call, verdict: Ruling) -> Ruling:
     """TRUNCATED_IN_CAPTURE when a stream that carried the call was longer than the recorder kept
     (``mcp_stream_max_body``): the client got every byte, the capture has the head and the tail.
     The verdict is the one those show; the flag says that bytes in between are not in the file."""
@@ -99,27 +110,29 @@ def _partial_capture(call: Call, verdict: Verdict) -> Verdict:
     return verdict
 
 
-def _classify_request(call: Call, facts: CaptureFacts, evidence: list[str]) -> Verdict:
+def _classify_request(call: Call, facts: CaptureFacts, evidence: list[str]) -> Ruling:
     exchange = call.exchange
     # Transport: an HTTP answer, and a finished one.
     if exchange.status is None and not call.responses:
         evidence.append(f"no HTTP response: {exchange.error or 'the capture ends before one'}")
-        return Verdict(Outcome.NO_RESPONSE, evidence)
+        return Ruling(Outcome.NO_RESPONSE, evidence)
     if exchange.status is not None:
         evidence.append(f"HTTP {exchange.status}")
         if exchange.content_type:
             evidence.append(f"content-type {exchange.content_type}")
         if not 200 <= exchange.status < 300:
             return _classify_http_error(call, exchange.status, facts, evidence)
-    answer = _final_answer(call, evidence)
+    answer = _final_answer(call.responses, evidence)
     if _cut_before_an_answer(exchange, answer):
         # Headers came, then the connection ended before the declared body did: a transfer cut, not a
         # server that wrote bad JSON (the bytes that came are partial by the transfer's own account).
         evidence.append(f"the response body was cut: {exchange.error}")
-        return Verdict(Outcome.STREAM_INCOMPLETE, evidence)
-    if answer is None:
+        ruling = Ruling(Outcome.STREAM_INCOMPLETE, evidence)
+    elif answer is None:
         return _classify_unanswered(call, facts, evidence)
-    return _classify_answer(call, answer, facts, evidence, _answer_flags(call, answer, evidence))
+    else:
+        ruling = _classify_answer(call, answer, facts, evidence, _answer_flags(call, answer, evidence))
+    return _more_than_one(call.responses, ruling)
 
 
 def _cut_before_an_answer(exchange: Exchange, answer: Message | None) -> bool:
@@ -129,29 +142,29 @@ def _cut_before_an_answer(exchange: Exchange, answer: Message | None) -> bool:
 
 def _classify_answer(
     call: Call, answer: Message, facts: CaptureFacts, evidence: list[str], flags: list[Flag]
-) -> Verdict:
+) -> Ruling:
     # Protocol: JSON, a JSON-RPC response, not an error.
     if answer.kind == "invalid":
         if answer.problem and answer.problem.startswith("not JSON"):
             evidence.append(f"response is {answer.problem}")
-            return Verdict(Outcome.MALFORMED_JSON, evidence, flags)
+            return Ruling(Outcome.MALFORMED_JSON, evidence, flags)
         evidence.append(f"invalid JSON-RPC response: {answer.problem}")
-        return Verdict(Outcome.INVALID_ENVELOPE, evidence, flags)
+        return Ruling(Outcome.INVALID_ENVELOPE, evidence, flags)
     if answer.error is not None:
         code, message = answer.error
         evidence.append(f"JSON-RPC error {code}: {message}")
-        return Verdict(Outcome.JSONRPC_ERROR, evidence, flags, code, message)
+        return Ruling(Outcome.JSONRPC_ERROR, evidence, flags, code, message)
     assert answer.shape is not None  # a result
     if call.method == "tools/call":
         return _classify_tool_result(call, answer.shape, facts, evidence, flags)
     if answer.shape.result_type == "input_required":
         evidence.append('resultType "input_required": another round follows')
-        return Verdict(Outcome.INPUT_REQUIRED, evidence, flags)
+        return Ruling(Outcome.INPUT_REQUIRED, evidence, flags)
     evidence.append("result")
-    return Verdict(Outcome.SUCCESS, evidence, flags)
+    return Ruling(Outcome.SUCCESS, evidence, flags)
 
 
-def _after_cancel(call: Call, verdict: Verdict) -> Verdict:
+def _after_cancel(call: Call, verdict: Ruling) -> Ruling:
     """The cancel ends the attempt when no answer came before it: CANCELLED instead of NO_RESPONSE or
     STREAM_INCOMPLETE, whatever the connection did afterwards, and instead of what a late answer said
     (kept, and flagged when it is a result: the server did the work anyway). A protocol fault the
@@ -176,7 +189,7 @@ def _after_cancel(call: Call, verdict: Verdict) -> Verdict:
             flags.append(Flag.ANSWERED_AFTER_CANCEL)
         else:
             evidence.append(f"the error arrived {late}")
-    return Verdict(Outcome.CANCELLED, evidence, flags, verdict.error_code, verdict.error_message)
+    return Ruling(Outcome.CANCELLED, evidence, flags, verdict.error_code, verdict.error_message)
 
 
 def _answer_after(answer: Message | None, cancelled_at: float) -> Message | None:
@@ -193,20 +206,20 @@ def _failed_after(call: Call, answer: Message | None, cancelled_at: float) -> bo
     return failed_at is not None and failed_at > cancelled_at
 
 
-def _classify_notification(exchange: Exchange, evidence: list[str]) -> Verdict:
+def _classify_notification(exchange: Exchange, evidence: list[str]) -> Ruling:
     if exchange.status is None:
         evidence.append(f"no HTTP response: {exchange.error or 'the capture ends before one'}")
-        return Verdict(Outcome.NO_RESPONSE, evidence)
+        return Ruling(Outcome.NO_RESPONSE, evidence)
     evidence.append(f"HTTP {exchange.status}")
     if 200 <= exchange.status < 300:
         evidence.append("notification accepted")
-        return Verdict(Outcome.ACCEPTED, evidence)
+        return Ruling(Outcome.ACCEPTED, evidence)
     if exchange.error_text:
         evidence.append(f"body: {exchange.error_text!r}")
-    return Verdict(Outcome.HTTP_ERROR, evidence, error_message=exchange.error_text)
+    return Ruling(Outcome.HTTP_ERROR, evidence, error_message=exchange.error_text)
 
 
-def _classify_http_error(call: Call, status: int, facts: CaptureFacts, evidence: list[str]) -> Verdict:
+def _classify_http_error(call: Call, status: int, facts: CaptureFacts, evidence: list[str]) -> Ruling:
     on_exchange = [m for m in call.responses if m.exchange is call.exchange]
     errors = [m.error for m in on_exchange if m.error is not None]
     if errors:
@@ -217,7 +230,7 @@ def _classify_http_error(call: Call, status: int, facts: CaptureFacts, evidence:
             evidence.append(f"HTTP {status} is the status 2026-07-28 gives error {code}")
         elif 400 <= status < 500:
             flags.append(Flag.HTTP_STATUS_MISMATCH)
-        return Verdict(Outcome.JSONRPC_ERROR, evidence, flags, code, message)
+        return Ruling(Outcome.JSONRPC_ERROR, evidence, flags, code, message)
     flags = []
     if any(m.kind == "result" for m in on_exchange):
         evidence.append(f"body holds a JSON-RPC result, but HTTP {status} failed the exchange")
@@ -226,7 +239,7 @@ def _classify_http_error(call: Call, status: int, facts: CaptureFacts, evidence:
         evidence.append(f"body is not a JSON-RPC error: {call.exchange.error_text!r}")
     else:
         evidence.append("body is not a JSON-RPC error")
-    return Verdict(Outcome.HTTP_ERROR, evidence, flags, error_message=call.exchange.error_text)
+    return Ruling(Outcome.HTTP_ERROR, evidence, flags, error_message=call.exchange.error_text)
 
 
 def _body_cut(exchange: Exchange) -> bool:
@@ -234,15 +247,22 @@ def _body_cut(exchange: Exchange) -> bool:
     return exchange.status is not None and not exchange.is_event_stream and bool(exchange.error)
 
 
-def _final_answer(call: Call, evidence: list[str]) -> Message | None:
-    answers = [m for m in call.responses if m.kind in ("result", "error", "invalid")]
-    if not answers:
-        return None
+def _final_answer(responses: list[Message], evidence: list[str]) -> Message | None:
+    """The answer that counts: the first of them (``_more_than_one`` flags the others)."""
+    answers = _answers(responses)
     if len(answers) > 1:
-        # Still a list: apply_verdict makes it a tuple only after classify_call returns (records.Call).
-        call.flags.append(Flag.DUPLICATE_RESPONSE)  # type: ignore[union-attr]
         evidence.append(f"{len(answers)} responses to one request; the first counts")
-    return answers[0]
+    return answers[0] if answers else None
+
+
+def _answers(responses: list[Message]) -> list[Message]:
+    return [m for m in responses if m.kind in ("result", "error", "invalid")]
+
+
+def _more_than_one(responses: list[Message], ruling: Ruling) -> Ruling:
+    if len(_answers(responses)) > 1:
+        ruling.flags.append(Flag.DUPLICATE_RESPONSE)
+    return ruling
 
 
 def _answer_flags(call: Call, answer: Message, evidence: list[str]) -> list[Flag]:
@@ -263,24 +283,24 @@ def _answer_flags(call: Call, answer: Message, evidence: list[str]) -> list[Flag
     return []
 
 
-def _classify_unanswered(call: Call, facts: CaptureFacts, evidence: list[str]) -> Verdict:
+def _classify_unanswered(call: Call, facts: CaptureFacts, evidence: list[str]) -> Ruling:
     """No JSON-RPC answer: a response with another id, an event stream that ended without one, a 202 whose
     answer never came on a stream, or a body with none in it."""
     exchange = call.exchange
     if call.stray:
         stray = call.stray[0]
         evidence.append(f"response id {stray.id!r} does not match request id {call.request.id!r}")
-        return Verdict(Outcome.INVALID_ENVELOPE, evidence)
+        return Ruling(Outcome.INVALID_ENVELOPE, evidence)
     if exchange.is_event_stream:
         return _unanswered_stream(call, facts, evidence)
     if exchange.status == 202:
         evidence.append("202 Accepted; the answer never arrived on a stream" + CAPTURE_WIDE)
-        return Verdict(Outcome.NO_RESPONSE, evidence)
+        return Ruling(Outcome.NO_RESPONSE, evidence)
     evidence.append("no JSON-RPC response in the body")
-    return Verdict(Outcome.MALFORMED_JSON, evidence)
+    return Ruling(Outcome.MALFORMED_JSON, evidence)
 
 
-def _unanswered_stream(call: Call, facts: CaptureFacts, evidence: list[str]) -> Verdict:
+def _unanswered_stream(call: Call, facts: CaptureFacts, evidence: list[str]) -> Ruling:
     """An event stream that ended without the answer: its events, how it ended, and whether it could be resumed."""
     exchange = call.exchange
     events = sum(1 for n in call.notifications if n.exchange is exchange)
@@ -290,7 +310,7 @@ def _unanswered_stream(call: Call, facts: CaptureFacts, evidence: list[str]) -> 
         evidence.append("2026-07-28: a closed stream cancels the request (cancellation or loss)")
     else:
         evidence.append("not resumed later" + CAPTURE_WIDE)
-    return Verdict(Outcome.STREAM_INCOMPLETE, evidence)
+    return Ruling(Outcome.STREAM_INCOMPLETE, evidence)
 
 
 def _how_stream_ended(exchange: Exchange) -> list[str]:
@@ -309,35 +329,35 @@ def _how_stream_ended(exchange: Exchange) -> list[str]:
 
 def _classify_tool_result(
     call: Call, result: ResultShape, facts: CaptureFacts, evidence: list[str], flags: list[Flag]
-) -> Verdict:
+) -> Ruling:
     if result.kind != "object":
         evidence.append(f"tools/call result is not an object but {json_article(result.kind)}")
-        return Verdict(Outcome.INVALID_TOOL_RESULT, evidence, flags)
+        return Ruling(Outcome.INVALID_TOOL_RESULT, evidence, flags)
     # 2026-07-28: clients MUST treat an absent resultType as "complete".
     result_type = "complete" if result.result_type is MISSING else result.result_type
     if result_type == "input_required":
         evidence.append('resultType "input_required": another round follows')
-        return Verdict(Outcome.INPUT_REQUIRED, evidence, flags)
+        return Ruling(Outcome.INPUT_REQUIRED, evidence, flags)
     if result_type != "complete":
         evidence.append(f"unknown resultType {result_type!r}")
-        return Verdict(Outcome.INVALID_TOOL_RESULT, evidence, flags)
+        return Ruling(Outcome.INVALID_TOOL_RESULT, evidence, flags)
     if result.content != "array":
         what = "missing" if result.content is MISSING else json_article(json_kind(result.content))
         evidence.append(f"content is {what}, not an array")
-        return Verdict(Outcome.INVALID_TOOL_RESULT, evidence, flags)
+        return Ruling(Outcome.INVALID_TOOL_RESULT, evidence, flags)
     is_error = False if result.is_error is MISSING else result.is_error
     if not isinstance(is_error, bool):
         evidence.append(f"isError is {json_article(json_kind(is_error))}, not a boolean")
-        return Verdict(Outcome.INVALID_TOOL_RESULT, evidence, flags)
+        return Ruling(Outcome.INVALID_TOOL_RESULT, evidence, flags)
     if is_error:
         evidence.append("isError: true")
-        return Verdict(Outcome.TOOL_ERROR, evidence, flags, error_message=result.first_text)
+        return Ruling(Outcome.TOOL_ERROR, evidence, flags, error_message=result.first_text)
     # 2026-07-28 defines resultType; earlier versions have none, and an absent one says nothing there.
     absent = result.result_type is MISSING and protocol_version(call, facts) == MODERN
     evidence.append("tool result complete" + (" (no resultType: complete)" if absent else ""))
     # After the completion line: what a flag says is the last word on the call.
     flags = [*flags, *_success_flags(call, result, facts, evidence)]
-    return Verdict(Outcome.TOOL_SUCCESS, evidence, flags)
+    return Ruling(Outcome.TOOL_SUCCESS, evidence, flags)
 
 
 def json_article(kind: str) -> str:
@@ -379,7 +399,7 @@ def _output_schema_flags(result: ResultShape, schema: dict[str, Any], evidence: 
 # ---------------------------------------------------------------------------- stdio (analyzer/read/stdio_load.py)
 
 
-def _classify_stdio(call: Call, facts: CaptureFacts) -> Verdict:
+def _classify_stdio(call: Call, facts: CaptureFacts) -> Ruling:
     """A call over a stdio server's pipes: no HTTP, so no status; the transport fails when the server died
     or the client closed its stdin before the answer, and a line on stdout that is not JSON breaks the call
     that was waiting (the loader puts it on that call's stdin exchange)."""
@@ -389,19 +409,19 @@ def _classify_stdio(call: Call, facts: CaptureFacts) -> Verdict:
     evidence = [f"stdio: {call.request.kind} on {where} ({short_command(session.command_text)})"]
     if call.request.kind == "notification":
         evidence.append("notification written to the server")
-        return Verdict(Outcome.ACCEPTED, evidence)
+        return Ruling(Outcome.ACCEPTED, evidence)
     # Lines that broke the call (not JSON) are on its own exchange; answers arrive on stdout lines of their own.
     broken = [m for m in call.responses if m.exchange is exchange and m.kind == "invalid"]
     answers = [m for m in call.responses if m not in broken]
-    answer = _final_answer_of(call, answers, evidence)
+    answer = _final_answer(answers, evidence)
     if broken:
-        return _after_cancel(call, _stdio_broken_line(call, broken, answer, evidence))
+        return _more_than_one(answers, _stdio_broken_line(call, broken, answer, evidence))
     if answer is None:
         return _stdio_unanswered(call, evidence)
-    return _stdio_answered(call, answer, facts, evidence)
+    return _more_than_one(answers, _stdio_answered(call, answer, facts, evidence))
 
 
-def _stdio_broken_line(call: Call, broken: list[Message], answer: Message | None, evidence: list[str]) -> Verdict:
+def _stdio_broken_line(call: Call, broken: list[Message], answer: Message | None, evidence: list[str]) -> Ruling:
     """A line that is not JSON, or JSON that is no JSON-RPC message (no id to pair it by), came while the call
     waited: the call is broken whether or not an answer came after it."""
     first = broken[0]
@@ -420,45 +440,39 @@ def _stdio_broken_line(call: Call, broken: list[Message], answer: Message | None
     # The cause last: it is the line a gate or a table shows (call_record.reason).
     said = first.problem if not_json else f"not JSON-RPC: {first.problem}"
     evidence.append(f"a line on stdout while the call waited is {said}")
-    return Verdict(Outcome.MALFORMED_JSON if not_json else Outcome.INVALID_ENVELOPE, evidence)
+    return Ruling(Outcome.MALFORMED_JSON if not_json else Outcome.INVALID_ENVELOPE, evidence)
 
 
-def _stdio_unanswered(call: Call, evidence: list[str]) -> Verdict:
+def _stdio_unanswered(call: Call, evidence: list[str]) -> Ruling:
     """No answer: a response with another id, or none before the session or the capture ended."""
     if call.stray:
         stray = call.stray[0]
         evidence.append(f"response id {stray.id!r} does not match request id {call.request.id!r}")
-        return Verdict(Outcome.INVALID_ENVELOPE, evidence)
+        return Ruling(Outcome.INVALID_ENVELOPE, evidence)
     answered_on = "stdout" if call.direction == C2S else "stdin"
-    return _after_cancel(
-        call, Verdict(Outcome.NO_RESPONSE, [*evidence, _stdio_end(call, f"no answer on {answered_on}")])
-    )
+    return Ruling(Outcome.NO_RESPONSE, [*evidence, _stdio_end(call, f"no answer on {answered_on}")])
 
 
-def _stdio_answered(call: Call, answer: Message, facts: CaptureFacts, evidence: list[str]) -> Verdict:
+def _stdio_answered(call: Call, answer: Message, facts: CaptureFacts, evidence: list[str]) -> Ruling:
     """An answer, through the protocol and tool checks an HTTP one goes through (a line cut in the capture is
-    judged on its head); a success whose call printed an exception on stderr is flagged."""
+    judged on its head)."""
     flags: list[Flag] = []
     if answer.problem and answer.problem.startswith("cut in the capture"):
         evidence.append(f"the answer's line was {answer.problem}: the client got it whole; judged on its head")
         flags.append(Flag.TRUNCATED_IN_CAPTURE)
-    verdict = _after_cancel(call, _classify_answer(call, answer, facts, evidence, flags))
-    if verdict.outcome in (Outcome.SUCCESS, Outcome.TOOL_SUCCESS) and (shown := exception_in(call.stderr)):
+    return _classify_answer(call, answer, facts, evidence, flags)
+
+
+def _exception_on_stderr(call: Call, ruling: Ruling) -> Ruling:
+    """A success during which the stdio server printed an exception on stderr: flagged, the outcome kept."""
+    if ruling.outcome in (Outcome.SUCCESS, Outcome.TOOL_SUCCESS) and (shown := exception_in(call.stderr)):
         after = (shown.t_first - call.request.t) * 1000
-        verdict.evidence.append(
+        ruling.evidence.append(
             f"stderr {after:.0f} ms after the request shows an exception: {shown.text[:120]!r} "
             f"({len(call.stderr)} stderr line(s) during the call)"
         )
-        verdict.flags.append(Flag.STDERR_DURING_CALL)
-    return verdict
-
-
-def _final_answer_of(call: Call, answers: list[Message], evidence: list[str]) -> Message | None:
-    answers = [m for m in answers if m.kind in ("result", "error", "invalid")]
-    if len(answers) > 1:
-        call.flags.append(Flag.DUPLICATE_RESPONSE)  # type: ignore[union-attr]
-        evidence.append(f"{len(answers)} responses to one request; the first counts")
-    return answers[0] if answers else None
+        ruling.flags.append(Flag.STDERR_DURING_CALL)
+    return ruling
 
 
 def _stdio_end(call: Call, what: str) -> str:
@@ -475,3 +489,13 @@ def _stdio_end(call: Call, what: str) -> str:
         if after < 1
         else f"{what}: {words} {after:.2f} s after the request"
     )
+
+
+# What overrides the reading of a request's answer, in this order, whatever its transport; each is a no-op
+# where it does not apply. ARCHITECTURE ("Outcome precedence") lists them by these names, in this order
+# (tests/unit/test_precedence.py).
+OVERRIDES: tuple[tuple[str, Callable[[Call, Ruling], Ruling]], ...] = (
+    ("the client's cancel", _after_cancel),
+    ("bytes the capture dropped", _partial_capture),
+    ("an exception on a stdio server's stderr", _exception_on_stderr),
+)

@@ -21,12 +21,11 @@ from mcp_blackbox.analyzer.calls.classify import (
     CAPTURE_WIDE,
     MODERN,
     CaptureFacts,
-    Verdict,
     classify_call,
     protocol_version,
 )
 from mcp_blackbox.analyzer.calls.pair import pair_messages, scope_of
-from mcp_blackbox.analyzer.model.records import C2S, S2C, Call, Exchange, Message
+from mcp_blackbox.analyzer.model.records import C2S, S2C, Call, Exchange, Message, Verdict
 from mcp_blackbox.analyzer.model.vocabulary import Outcome
 from mcp_blackbox.analyzer.read.extract import extract_messages
 from mcp_blackbox.analyzer.read.load import LoadReport, exchange_from_state

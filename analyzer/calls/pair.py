@@ -13,7 +13,7 @@ import sys
 from dataclasses import dataclass, field
 from urllib.parse import parse_qsl
 
-from mcp_blackbox.analyzer.model.records import C2S, S2C, Call, Exchange, Message
+from mcp_blackbox.analyzer.model.records import C2S, S2C, Call, Exchange, Finding, Message, Stage
 from mcp_blackbox.analyzer.model.vocabulary import Flag
 from mcp_blackbox.analyzer.wire.jsonrpc import CANCELLED, PROGRESS
 
@@ -80,11 +80,7 @@ class Pairer:
             if message.kind == "request":
                 key = (scope, message.direction, message.key_id)
                 if key in by_key and not _resent_unanswered(by_key[key], message):
-                    # A new Call's flags and evidence are lists until apply_verdict (records.Call).
-                    call.flags.append(Flag.ID_REUSED)  # type: ignore[union-attr]
-                    call.evidence.append(  # type: ignore[union-attr]
-                        f"id {message.id!r} was used before in {scope}"
-                    )
+                    call.found(Finding(Stage.PAIRING, f"id {message.id!r} was used before in {scope}", Flag.ID_REUSED))
                 by_key[key] = call
                 if message.facts is not None and message.facts.token is not None:
                     by_progress_token[(scope, message.facts.token)] = call

@@ -1,6 +1,8 @@
-"""The records the pipeline passes along: Exchange -> Message -> Call.
+"""The records the pipeline passes along: Exchange -> Message -> Call, and what the stages find about a call.
 
-Plain data; every stage is a function from records to records.
+Reading and pairing build Exchanges, Messages and Calls. Every later stage returns its result as a typed
+record of its own (a ``Verdict``, a ``ClientIdentity``, a ``RetryLink``, ``Finding``s) and ``CallStream``
+attaches it to the call, once; the call's outcome, flags and evidence are read from those results.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ import hashlib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import IntEnum
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl
@@ -155,6 +158,48 @@ class Message:
         return reference(self.id) or "NoneType:None"
 
 
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """One call's judgement (analyzer/calls/classify.py): its outcome, flags, and the evidence for them."""
+
+    outcome: Outcome
+    evidence: tuple[str, ...]
+    flags: tuple[Flag, ...] = ()  # sorted
+    error_code: int | None = None
+    error_message: str | None = None
+
+    @property
+    def layer(self) -> Layer:
+        return self.outcome.layer
+
+
+@dataclass(frozen=True, slots=True)
+class RetryLink:
+    """A call's place in a retry group (analyzer/across/retries.py): which attempt, who sent it, how sure."""
+
+    group: str
+    attempt: int
+    origin: RetryOrigin | None  # None for a group's first attempt, unless the group is a resumed stream
+    confidence: Confidence | None
+
+
+class Stage(IntEnum):
+    """The stages that note findings about a call, in the order their lines follow its verdict's evidence."""
+
+    PAIRING = 1  # an id used twice in a scope
+    RETRIES = 2  # why a look-alike was not linked; what a retry risked
+    EXECUTIONS = 3  # a write the same client ran again
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """What a stage found about a call beyond its verdict: one line of evidence, and the flag it raises."""
+
+    stage: Stage
+    why: str
+    flag: Flag | None = None
+
+
 @dataclass(slots=True)
 class Call:
     """A request and everything that answered it."""
@@ -166,25 +211,70 @@ class Call:
     notifications: list[Message] | tuple[()] = ()  # progress, log, cancel
     stray: list[Message] | tuple[()] = ()  # answers on its exchange that name another id
     exchanges: list[Exchange] = field(default_factory=list)  # every HTTP exchange that carried a part
-    outcome: Outcome | None = None  # None until judged
-    layer: Layer | None = None
-    # Lists while the call is being judged, tuples once its verdict is in.
-    flags: list[Flag] | tuple[Flag, ...] = field(default_factory=list)
-    evidence: list[str] | tuple[str, ...] = field(default_factory=list)
-    error_code: int | None = None
-    error_message: str | None = None
+    # The stages' results, each attached once by CallStream (analyzer/across/call_stream.py).
+    verdict: Verdict | None = None  # None until judged
+    findings: tuple[Finding, ...] = ()  # in the order they were found
+    link: RetryLink | None = None  # None: not in a retry group
+    client: ClientIdentity | None = None  # who sent it (analyzer/across/clients.py), shared by its session's calls
     number: int = 0  # position in the analysis, 1-based: the order of the export and the page
     # What follows the flow's digits in the call's id: "" for most calls (analyzer/across/call_ids.py).
     id_suffix: str = ""
-    retry_group: str | None = None
-    attempt: int = 1
-    retry_origin: RetryOrigin | None = None
-    retry_confidence: Confidence | None = None
-    client: ClientIdentity | None = None  # who sent it (analyzer/across/clients.py), shared by its session's calls
     cancelled_at: float | None = None  # when the client sent notifications/cancelled for it
     stderr: tuple[
         StderrLine, ...
     ] = ()  # a stdio server's stderr lines written during it (analyzer/calls/stdio_calls.py)
+
+    @property
+    def outcome(self) -> Outcome | None:
+        return self.verdict.outcome if self.verdict is not None else None
+
+    @property
+    def layer(self) -> Layer | None:
+        return self.verdict.outcome.layer if self.verdict is not None else None
+
+    @property
+    def flags(self) -> tuple[Flag, ...]:
+        """The verdict's flags and the findings', sorted."""
+        flags = self.verdict.flags if self.verdict is not None else ()
+        if not self.findings:
+            return flags
+        return tuple(sorted({*flags, *(f.flag for f in self.findings if f.flag is not None)}))
+
+    @property
+    def evidence(self) -> tuple[str, ...]:
+        """The verdict's evidence, then each finding's line by stage (Stage), in the order found within one."""
+        evidence = self.verdict.evidence if self.verdict is not None else ()
+        if not self.findings:
+            return evidence
+        return (*evidence, *(f.why for f in sorted(self.findings, key=lambda f: f.stage)))
+
+    @property
+    def error_code(self) -> int | None:
+        return self.verdict.error_code if self.verdict is not None else None
+
+    @property
+    def error_message(self) -> str | None:
+        return self.verdict.error_message if self.verdict is not None else None
+
+    @property
+    def retry_group(self) -> str | None:
+        return self.link.group if self.link is not None else None
+
+    @property
+    def attempt(self) -> int:
+        return self.link.attempt if self.link is not None else 1
+
+    @property
+    def retry_origin(self) -> RetryOrigin | None:
+        return self.link.origin if self.link is not None else None
+
+    @property
+    def retry_confidence(self) -> Confidence | None:
+        return self.link.confidence if self.link is not None else None
+
+    def found(self, *findings: Finding) -> None:
+        """Findings a stage returned about this call, attached by CallStream."""
+        self.findings = (*self.findings, *findings)
 
     @property
     def call_id(self) -> str:

@@ -25,7 +25,8 @@ class Layer(StrEnum):
 
 
 class Outcome(StrEnum):
-    """One per call; the first that applies wins (analyzer/calls/classify.py)."""
+    """One per call, in the order the answer's reading tries them, CANCELLED aside (an override): ARCHITECTURE,
+    "Outcome precedence", and analyzer/calls/classify.py."""
 
     NO_RESPONSE = "NO_RESPONSE"
     HTTP_ERROR = "HTTP_ERROR"
