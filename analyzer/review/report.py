@@ -32,8 +32,9 @@ import jinja2
 from mcp_blackbox.analyzer.across.retries import RetryGroup
 from mcp_blackbox.analyzer.calls.anatomy import describe, ending
 from mcp_blackbox.analyzer.model.contract import ClientRecord
+from mcp_blackbox.analyzer.model.noteworthy import noteworthy
 from mcp_blackbox.analyzer.model.records import Call, Exchange
-from mcp_blackbox.analyzer.model.vocabulary import Flag, Outcome, Safety, is_failure, vocabulary_data
+from mcp_blackbox.analyzer.model.vocabulary import Flag, Outcome, Safety, vocabulary_data
 from mcp_blackbox.analyzer.outputs.analysis import Analysis, analyze
 from mcp_blackbox.analyzer.outputs.call_record import reason
 from mcp_blackbox.analyzer.read.extract import decode_body
@@ -135,7 +136,7 @@ def build_report(
     # groups, clients, groups and anatomy below. Moving a step renumbers the strings of the same report.
     rows = _rows(calls, origin, lanes, clients, sources, analysis.retry_groups, table, redact)
     row_of = {call.call_id: n for n, call in enumerate(calls)}
-    details = _details(sources, _worth_opening(calls), origin, redact)
+    details = _details(sources, _worth_opening(calls, ran_more_than_once(analysis)), origin, redact)
     lane_records, lane_groups = _lanes(every, lanes, sources)
     aggregates, bucket_ms = _aggregates(quiet, origin, lanes, end, table)
     meta = _meta(analysis, sources, origin, redact)
@@ -189,7 +190,7 @@ def _split_quiet_calls(analysis: Analysis, aggregate_above: int) -> tuple[list[C
     every = analysis.call_objects
     if len(every) <= aggregate_above:
         return every, []
-    duplicate_calls = {c.call_id for d in analysis.duplicate_executions for c in d.calls}
+    duplicate_calls = ran_more_than_once(analysis)
     return [c for c in every if eventful(c, duplicate_calls)], [c for c in every if not eventful(c, duplicate_calls)]
 
 
@@ -232,9 +233,8 @@ def _group(group: RetryGroup, row_of: dict[str, int], table: StringTable) -> lis
 
 
 def eventful(call: Call, duplicate_calls: set[str]) -> bool:
-    """A call a reader must be able to open on its own: a failure, a flag, an attempt of a retry chain, a run
-    of a repeated execution. Every other call is uneventful: it may be aggregated in a huge capture's report."""
-    return bool(is_failure(call.outcome) or call.flags or call.retry_group or call.call_id in duplicate_calls)
+    """A call that gets a row of its own (``noteworthy``); the others may be aggregated in a huge capture."""
+    return noteworthy(call.outcome, call.flags, call.retry_group, call.call_id in duplicate_calls)
 
 
 def bucket_width(span_ms: float) -> float:
@@ -404,10 +404,15 @@ def _ticks(call: Call) -> list[int]:
     return [round((t - call.request.t) * 1e6) for t in sorted(stream)[:TICK_LIMIT]]
 
 
-def _worth_opening(calls: list[Call]) -> dict[str, Call]:
-    """The calls whose bytes the page carries: every failure, flag and retry first, then the rest."""
-    ranked = sorted(calls, key=lambda c: (not is_failure(c.outcome) and not c.flags and not c.retry_group, c.number))
+def _worth_opening(calls: list[Call], duplicate_calls: set[str]) -> dict[str, Call]:
+    """The calls whose bytes the page carries: every eventful call first, then the rest."""
+    ranked = sorted(calls, key=lambda c: (not eventful(c, duplicate_calls), c.number))
     return {c.call_id: c for c in ranked[:DETAIL_LIMIT]}
+
+
+def ran_more_than_once(analysis: Analysis) -> set[str]:
+    """The ids of every run of a write executed more than once, the first run too."""
+    return {c.call_id for d in analysis.duplicate_executions for c in d.calls}
 
 
 def _details(paths: list[str], chosen: dict[str, Call], origin: float, redact: bool) -> dict[str, Any]:

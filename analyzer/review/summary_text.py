@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from mcp_blackbox.analyzer.model.contract import CallRecord
-from mcp_blackbox.analyzer.model.vocabulary import is_failure
+from mcp_blackbox.analyzer.model.noteworthy import noteworthy
 from mcp_blackbox.analyzer.outputs.analysis import Analysis, CallStream
 from mcp_blackbox.analyzer.outputs.export import Tally, iter_records
 
@@ -19,10 +19,15 @@ def summary_text(analysis: Analysis | CallStream, width: int = 80) -> str:
 
     The counts, the calls to look at, the writes executed more than once, the retry chains; the last two
     are read once every call has been (a CallStream knows them only then)."""
-    tally, failing = Tally(), []
+    tally, failing, ran_again, settled = Tally(), [], set[str](), 0
     for call in iter_records(analysis):
         tally.add(call)
-        failing += _call_to_look_at(call, width)
+        # A stream settles a duplicate execution after its first run is final: that run is listed with the
+        # writes executed more than once below; the later ones (flagged) are listed here too.
+        for duplicate in analysis.duplicate_executions[settled:]:
+            ran_again.update(duplicate.record()["calls"])
+        settled = len(analysis.duplicate_executions)
+        failing += _call_to_look_at(call, width, call["call_id"] in ran_again)
     lines = _count_lines(tally.summary(analysis), width)
     if failing:
         lines += ["", "calls to look at:", *failing]
@@ -31,16 +36,17 @@ def summary_text(analysis: Analysis | CallStream, width: int = 80) -> str:
     return "\n".join(lines)
 
 
-def _call_to_look_at(call: CallRecord, width: int) -> list[str]:
-    """A failed or flagged call's lines: its id, method, tool, JSON-RPC id, outcome and flags, then its reason
-    (if it has evidence). No lines for any other call."""
-    if not (is_failure(call["outcome"]) or call["flags"]):
+def _call_to_look_at(call: CallRecord, width: int, ran_again: bool) -> list[str]:
+    """A noteworthy call's lines: its id, method, tool, JSON-RPC id, outcome, flags and retry chain, then its
+    reason (if it has evidence). No lines for any other call."""
+    if not noteworthy(call["outcome"], call["flags"], call["retry_group"], ran_again):
         return []
     what = call["method"] or "(response)"
     if call["tool"]:
         what += f" {call['tool']}"
     flags = f" [{', '.join(call['flags'])}]" if call["flags"] else ""
-    lines = wrap(f"  {call['call_id']} {what} id={call['jsonrpc_id']} {call['outcome']}{flags}", width)
+    chain = f" (retry {call['retry_group']} attempt {call['attempt']})" if call["retry_group"] else ""
+    lines = wrap(f"  {call['call_id']} {what} id={call['jsonrpc_id']} {call['outcome']}{flags}{chain}", width)
     if call["evidence"]:
         # Evidence quotes what servers said: redacted (iter_records), like the export and the report;
         # wrapped, never cut: the reason is what the reader came for.
