@@ -29,7 +29,7 @@ from mcp_blackbox.analyzer.model.records import C2S, S2C, Call, Exchange, Messag
 from mcp_blackbox.analyzer.model.vocabulary import Outcome
 from mcp_blackbox.analyzer.read.extract import extract_messages
 from mcp_blackbox.analyzer.read.load import LoadReport, exchange_from_state
-from mcp_blackbox.analyzer.redaction.redact import redact_text
+from mcp_blackbox.analyzer.redaction.redactor import REDACTED
 from mcp_blackbox.analyzer.wire.jsonrpc import PROGRESS
 
 REASON_LIMIT = 240  # characters of evidence on a console line or a mitmweb comment
@@ -148,5 +148,5 @@ def _reason(call: Call, verdict: Verdict) -> str:
     said = {f"HTTP {exchange.status}", f"content-type {exchange.content_type}"} if exchange.ok else set()
     lines = [line for line in verdict.evidence[1:] if line not in said and not line.endswith(CAPTURE_WIDE)]
     # It quotes what the server said (an error message, a body that is not JSON): redacted, like the export.
-    text = f"{verdict.outcome}: {redact_text('; '.join(lines))}" if lines else str(verdict.outcome)
+    text = f"{verdict.outcome}: {REDACTED.text('; '.join(lines))}" if lines else str(verdict.outcome)
     return text if len(text) <= REASON_LIMIT else text[: REASON_LIMIT - 1] + "…"

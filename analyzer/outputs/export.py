@@ -16,8 +16,7 @@ from mcp_blackbox.analyzer.calls.classify import CaptureFacts, protocol_version
 from mcp_blackbox.analyzer.model.contract import CallRecord
 from mcp_blackbox.analyzer.model.records import Call
 from mcp_blackbox.analyzer.outputs.call_record import COLUMNS, call_record
-from mcp_blackbox.analyzer.redaction.records import redact_call_record
-from mcp_blackbox.analyzer.redaction.redact import redact_text
+from mcp_blackbox.analyzer.redaction.redactor import Redactor
 
 
 class Analyzed(Protocol):
@@ -96,11 +95,12 @@ def iter_records(analysis: Analyzed, *, redact: bool = True) -> Iterator[CallRec
     """The calls' export records, built one at a time (``analysis.calls`` keeps them all); from a
     ``CallStream``, as its calls become final.
 
-    Evidence and error messages quote what servers said, which may hold a token: redacted by default.
+    Evidence and error messages quote what servers said, which may hold a token: redacted by default
+    (``Redactor.call_record`` says which fields).
     """
+    redactor = Redactor.of(redact)
     for call in analysis.final_calls():
-        record = call_record(call, protocol_version(call, analysis.facts))
-        yield redact_call_record(record) if redact else record
+        yield redactor.call_record(call_record(call, protocol_version(call, analysis.facts)))
 
 
 def write_json(analysis: Analyzed, out: IO[str], *, redact: bool = True) -> None:
@@ -117,7 +117,7 @@ def write_json(analysis: Analyzed, out: IO[str], *, redact: bool = True) -> None
     out.write('\n],\n"auth_steps": ')
     out.write(json.dumps(analysis.auth_steps, default=str))
     out.write(',\n"stream_events": ')
-    out.write(json.dumps([_redacted_event(e) if redact else e for e in analysis.stream_events], default=str))
+    out.write(json.dumps([Redactor.of(redact).stream_event(e) for e in analysis.stream_events], default=str))
     out.write(',\n"duplicate_executions": ')
     out.write(json.dumps([d.record() for d in analysis.duplicate_executions], default=str))
     out.write(',\n"summary": ')
@@ -125,10 +125,6 @@ def write_json(analysis: Analyzed, out: IO[str], *, redact: bool = True) -> None
     out.write(',\n"skipped": ')
     out.write(json.dumps(analysis.skipped, indent=1, default=str))
     out.write("}\n")
-
-
-def _redacted_event(event: dict[str, Any]) -> dict[str, Any]:
-    return {**event, "what": redact_text(event["what"])}
 
 
 def write_csv(analysis: Analyzed, out: IO[str], *, redact: bool = True) -> None:

@@ -28,6 +28,7 @@ from mcp_blackbox.analyzer.outputs.analysis import Analysis
 from mcp_blackbox.analyzer.outputs.export import iter_records
 from mcp_blackbox.analyzer.read.load import METADATA_KEY, RECORDED_FIELD, har_entry_state
 from mcp_blackbox.analyzer.redaction.redact import is_secret_name, redact_text, redact_url
+from mcp_blackbox.analyzer.redaction.redactor import Redactor
 from mcp_blackbox.analyzer.version import NOT_INSTALLED, installed_version
 
 VERDICT_FIELD = "_mcp"
@@ -58,7 +59,8 @@ def write_har(analysis: Analysis, out: IO[str], *, redact: bool = True) -> int:
         if exchange.stdio is None:  # HAR holds HTTP: a stdio capture's lines have no entry (its export has them)
             wanted[exchange.source].add(exchange.flow_id)
     writer = SaveHar()
-    secrets = Secrets() if redact else None
+    # HAR's own masks (one number per secret over the file), where the Redactor says a peer's text is masked.
+    secrets = Secrets() if Redactor.of(redact).redacts else None
     creator = {
         "name": "mcp-blackbox",
         "version": installed_version() or NOT_INSTALLED,

@@ -27,7 +27,7 @@ from mcp_blackbox.analyzer.model.records import C2S, STDIO_SCHEME, Call, Message
 from mcp_blackbox.analyzer.model.vocabulary import Outcome
 from mcp_blackbox.analyzer.outputs.analysis import Analysis
 from mcp_blackbox.analyzer.outputs.export import iter_records
-from mcp_blackbox.analyzer.redaction.redact import redact_url
+from mcp_blackbox.analyzer.redaction.redactor import REDACTED, Redactor
 from mcp_blackbox.analyzer.version import installed_version
 
 if TYPE_CHECKING:
@@ -133,8 +133,9 @@ def _as_text(value: Any) -> str | None:
     return None if value is None else str(value)
 
 
-def span_attributes(call: Call, record: CallRecord) -> dict[str, Any]:
-    """The MCP semantic conventions' attributes, then mcp.blackbox.* for the verdict and its context."""
+def span_attributes(call: Call, record: CallRecord, redactor: Redactor = REDACTED) -> dict[str, Any]:
+    """The MCP semantic conventions' attributes, then mcp.blackbox.* for the verdict and its context (``record``
+    is the export's, already through ``redactor``; the URL as sent is not in it)."""
     exchange = call.exchange
     address = urlsplit(exchange.endpoint)
     port = _server_port(address)
@@ -157,7 +158,7 @@ def span_attributes(call: Call, record: CallRecord) -> dict[str, Any]:
         "server.port": port,
         "http.request.method": exchange.method,
         "http.response.status_code": record["http_status"],
-        "url.full": redact_url(exchange.url),
+        "url.full": redactor.url(exchange.url),
         "user_agent.original": user_agent,
         "mcp.blackbox.call_id": record["call_id"],
         "mcp.blackbox.outcome": record["outcome"],
@@ -347,7 +348,7 @@ def iter_spans(analysis: Analysis, *, redact: bool = True, batch: int = BATCH) -
             span_name(record),
             context=no_parent,
             kind=kind,
-            attributes=span_attributes(call, record),
+            attributes=span_attributes(call, record, Redactor.of(redact)),
             links=links,
             start_time=_ns(call.request.t),
         )

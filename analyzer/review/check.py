@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from mcp_blackbox.analyzer.model.contract import CallRecord, RetryGroupRecord
 from mcp_blackbox.analyzer.model.vocabulary import Flag, Layer, Outcome, RetryOrigin, is_failure
-from mcp_blackbox.analyzer.redaction.redact import redact_text
+from mcp_blackbox.analyzer.redaction.redactor import REDACTED
 
 if TYPE_CHECKING:
     from mcp_blackbox.analyzer.outputs.analysis import Analysis
@@ -212,7 +212,7 @@ def printable(text: str) -> str:
 
 def verdict_reason(call: Mapping[str, Any]) -> str:
     """Why the call has its verdict (the export's ``reason``), redacted like the export's, printable."""
-    return printable(redact_text(str(call["reason"])))
+    return printable(REDACTED.text(str(call["reason"])))
 
 
 @dataclass
@@ -235,7 +235,7 @@ class Judged:
         return not self.failed_on and bool(self.allowed_by)
 
     def evidence(self) -> list[str]:
-        return [printable(redact_text(str(line))) for line in self.call.get("evidence") or []]
+        return [printable(REDACTED.line(str(line))) for line in self.call.get("evidence") or []]
 
 
 @dataclass

@@ -40,8 +40,7 @@ from mcp_blackbox.analyzer.outputs.call_record import reason
 from mcp_blackbox.analyzer.read.extract import decode_body
 from mcp_blackbox.analyzer.read.load import LoadReport, read_exchanges
 from mcp_blackbox.analyzer.read.stdio_load import is_stdio_capture, stdio_exchanges
-from mcp_blackbox.analyzer.redaction.records import redact_client
-from mcp_blackbox.analyzer.redaction.redact import redact_headers, redact_text, redact_url
+from mcp_blackbox.analyzer.redaction.redactor import Redactor
 from mcp_blackbox.analyzer.review.captured import captured_facts
 from mcp_blackbox.analyzer.wire.inputs import expand_captures
 from mcp_blackbox.analyzer.wire.sse_framing import split_sse
@@ -134,12 +133,13 @@ def build_report(
     table = StringTable()
     # The table numbers each text where it is first indexed: in the rows, the aggregates, then the lanes, lane
     # groups, clients, groups and anatomy below. Moving a step renumbers the strings of the same report.
-    rows = _rows(calls, origin, lanes, clients, sources, analysis.retry_groups, table, redact)
+    redactor = Redactor.of(redact)  # every peer's word on the page passes through it
+    rows = _rows(calls, origin, lanes, clients, sources, analysis.retry_groups, table, redactor)
     row_of = {call.call_id: n for n, call in enumerate(calls)}
-    details = _details(sources, _worth_opening(calls, ran_more_than_once(analysis)), origin, redact)
+    details = _details(sources, _worth_opening(calls, ran_more_than_once(analysis)), origin, redactor)
     lane_records, lane_groups = _lanes(every, lanes, sources)
     aggregates, bucket_ms = _aggregates(quiet, origin, lanes, end, table)
-    meta = _meta(analysis, sources, origin, redact)
+    meta = _meta(analysis, sources, origin, redactor)
     meta.update(aggregated=len(quiet), aggregate_above=aggregate_above, bucket_ms=bucket_ms, rows=len(rows))
     return {
         "meta": meta,
@@ -151,7 +151,7 @@ def build_report(
         "lane_group_columns": LANE_GROUP_COLUMNS,
         "lane_groups": [[g["source"], table.index(g["lineage"])] for g in lane_groups],
         "client_columns": CLIENT_COLUMNS,
-        "clients": [[table.index(c[k]) for k in CLIENT_COLUMNS] for c in _client_rows(calls, clients, redact)],
+        "clients": [[table.index(c[k]) for k in CLIENT_COLUMNS] for c in _client_rows(calls, clients, redactor)],
         "calls": rows,
         "aggregate_columns": AGGREGATE_COLUMNS,
         "aggregates": aggregates,
@@ -163,7 +163,7 @@ def build_report(
         "groups": [_group(g, row_of, table) for g in analysis.retry_groups],
         "details": details,
         "anatomy_columns": ANATOMY_COLUMNS,
-        "anatomy": _anatomies(calls, redact, table),
+        "anatomy": _anatomies(calls, redactor, table),
         "vocabulary": vocabulary_data(),
         "strings": table.strings,  # last: every index above is into it
     }
@@ -202,14 +202,13 @@ def _rows(
     paths: list[str],
     groups: list[RetryGroup],
     table: StringTable,
-    redact: bool,
+    redactor: Redactor,
 ) -> list[list[Any]]:
     """A row per call (``_row``), each t0 the step from the previous row's."""
-    text = redact_text if redact else (lambda s: s)
     group_index = {g.group_id: n for n, g in enumerate(groups)}
     rows, previous = [], 0
     for call in calls:
-        row = _row(call, origin, lanes, clients, paths, group_index, table, text)
+        row = _row(call, origin, lanes, clients, paths, group_index, table, redactor)
         row[8], previous = row[8] - previous, row[8]  # t0 as the step from the previous row
         rows.append(row)
     return rows
@@ -336,7 +335,7 @@ def _lanes(
     return records, [{"source": source, "lineage": lineage} for source, lineage in groups]
 
 
-def _anatomies(calls: list[Call], redact: bool, table: StringTable) -> list[list[Any]]:
+def _anatomies(calls: list[Call], redactor: Redactor, table: StringTable) -> list[list[Any]]:
     """The timeout anatomy of every call that got no answer (analyzer/calls/anatomy.py), with its sentence, in
     ANATOMY_COLUMNS. The sentences recur (the same few endings after the same few waits): the table holds each
     once."""
@@ -345,10 +344,9 @@ def _anatomies(calls: list[Call], redact: bool, table: StringTable) -> list[list
         anatomy = ending(call)
         if anatomy is None:
             continue
-        sentence, detail = describe(anatomy, call.exchange.transport), anatomy["detail"]
-        if redact:  # the detail quotes the proxy's or the stream's own words
-            detail = redact_text(detail) if detail else detail
-            sentence = redact_text(sentence)
+        # The detail quotes the proxy's or the stream's own words, and the sentence quotes the detail.
+        sentence = redactor.text(describe(anatomy, call.exchange.transport))
+        detail = redactor.text(anatomy["detail"]) if anatomy["detail"] else anatomy["detail"]
         sent = anatomy["server_sent"]
         out.append([
             n, _us(anatomy["reached_server_ms"]), sent["progress"], sent["other_notifications"], _us(sent["last_ms"]),
@@ -365,7 +363,7 @@ def _row(
     paths: list[str],
     group_index: dict[str, int],
     table: StringTable,
-    text: Any,
+    redactor: Redactor,
 ) -> list[Any]:
     """The call in COLUMNS, its t0 still after the first call (``_rows`` makes it a step)."""
     exchange = call.exchange
@@ -378,21 +376,21 @@ def _row(
         s(" ".join(call.flags)), round((call.request.t - origin) * 1e6), round(max(0.0, end - call.request.t) * 1e6),
         group_index.get(call.retry_group) if call.retry_group else None, s(call.retry_origin),
         s(call.retry_confidence), paths.index(exchange.source) if exchange.source in paths else 0,
-        s(text(reason(call, ending(call)))), call.error_code, client, s(exchange.transport),
+        s(redactor.text(reason(call, ending(call)))), call.error_code, client, s(exchange.transport),
     ]  # fmt: skip
 
 
-def _client_rows(calls: list[Call], clients: dict[str, int], redact: bool) -> list[dict[str, Any]]:
+def _client_rows(calls: list[Call], clients: dict[str, int], redactor: Redactor) -> list[dict[str, Any]]:
     """``_clients`` as plain mappings, for the page's columns."""
-    return [dict(record) for record in _clients(calls, clients, redact)]
+    return [dict(record) for record in _clients(calls, clients, redactor)]
 
 
-def _clients(calls: list[Call], clients: dict[str, int], redact: bool) -> list[ClientRecord]:
+def _clients(calls: list[Call], clients: dict[str, int], redactor: Redactor) -> list[ClientRecord]:
     """One record per client unit, in the order of ``clients``' indices (the rows refer to them)."""
     by_unit = {call.client.unit: call.client for call in calls if call.client is not None}
     records = [by_unit[unit].record() for unit in clients]
     # A User-Agent or clientInfo is the client's own text: redacted like the export's.
-    return [redact_client(record) for record in records] if redact else records
+    return [redactor.client(record) for record in records]
 
 
 def _stderr_ticks(call: Call) -> list[int]:
@@ -415,39 +413,37 @@ def ran_more_than_once(analysis: Analysis) -> set[str]:
     return {c.call_id for d in analysis.duplicate_executions for c in d.calls}
 
 
-def _details(paths: list[str], chosen: dict[str, Call], origin: float, redact: bool) -> dict[str, Any]:
+def _details(paths: list[str], chosen: dict[str, Call], origin: float, redactor: Redactor) -> dict[str, Any]:
     """The details of the ``chosen`` calls, by call id: evidence, exchanges (with their bytes) and stderr lines."""
-    exchanges = _exchange_details(paths, chosen, origin, redact)
-    clean = redact_text if redact else (lambda s: s)
-    return {call_id: _call_detail(call, exchanges, origin, clean) for call_id, call in chosen.items()}
+    exchanges = _exchange_details(paths, chosen, origin, redactor)
+    return {call_id: _call_detail(call, exchanges, origin, redactor) for call_id, call in chosen.items()}
 
 
-def _call_detail(
-    call: Call, exchanges: dict[str, dict[str, Any]], origin: float, clean: Callable[[str], str]
-) -> dict[str, Any]:
-    """One call's details: ``exchanges`` holds its exchanges' (by flow id); ``clean`` redacts, or not."""
+def _call_detail(call: Call, exchanges: dict[str, dict[str, Any]], origin: float, redactor: Redactor) -> dict[str, Any]:
+    """One call's details: ``exchanges`` holds its exchanges' (by flow id)."""
     return {
-        "evidence": [clean(e) for e in call.evidence],
+        "evidence": [redactor.text(e) for e in call.evidence],
         "exchanges": [exchanges[e.flow_id] for e in call.exchanges if e.flow_id in exchanges],
         # A stdio server's stderr lines written during the call: its own text, untrusted like any other.
         "stderr": [
-            {"t": round((line.t - origin) * 1000, 3), "text": clean(line.text)} for line in call.stderr[:STDERR_SHOWN]
+            {"t": round((line.t - origin) * 1000, 3), "text": redactor.text(line.text)}
+            for line in call.stderr[:STDERR_SHOWN]
         ],
     }
 
 
 def _exchange_details(
-    paths: list[str], chosen: dict[str, Call], origin: float, redact: bool
+    paths: list[str], chosen: dict[str, Call], origin: float, redactor: Redactor
 ) -> dict[str, dict[str, Any]]:
     """The detail of each exchange of the ``chosen`` calls, by flow id."""
     wanted = {e.flow_id for call in chosen.values() for e in call.exchanges}
     # A second pass over the files for the chosen flows only: the analysis kept no bodies.
     stdio = [path for path in expand_captures(paths) if is_stdio_capture(path)]
     flows = [path for path in paths if path not in stdio]
-    exchanges = _http_details(flows, wanted, origin, redact)
+    exchanges = _http_details(flows, wanted, origin, redactor)
     # The stdio captures are read a second time only if a chosen call is a stdio one.
     if _any_stdio(chosen.values()):
-        exchanges.update(_stdio_details(stdio, wanted, origin, redact))
+        exchanges.update(_stdio_details(stdio, wanted, origin, redactor))
     return exchanges
 
 
@@ -456,29 +452,28 @@ def _any_stdio(calls: Iterable[Call]) -> bool:
     return any(call.stderr or call.exchange.stdio is not None for call in calls)
 
 
-def _http_details(paths: list[str], wanted: set[str], origin: float, redact: bool) -> dict[str, dict[str, Any]]:
+def _http_details(paths: list[str], wanted: set[str], origin: float, redactor: Redactor) -> dict[str, dict[str, Any]]:
     """The detail of each ``wanted`` exchange of the captures ``paths`` (all but stdio ones), by flow id."""
     return {
-        exchange.flow_id: _exchange_detail(exchange, origin, redact)
+        exchange.flow_id: _exchange_detail(exchange, origin, redactor)
         for exchange in read_exchanges(paths, LoadReport(), keep_all=True)
         if exchange.flow_id in wanted
     }
 
 
-def _stdio_details(paths: list[str], wanted: set[str], origin: float, redact: bool) -> dict[str, dict[str, Any]]:
+def _stdio_details(paths: list[str], wanted: set[str], origin: float, redactor: Redactor) -> dict[str, dict[str, Any]]:
     """The detail of each ``wanted`` line of the stdio captures ``paths``, by flow id."""
     return {
-        exchange.flow_id: _stdio_detail(exchange, origin, redact)
+        exchange.flow_id: _stdio_detail(exchange, origin, redactor)
         for path in paths
         for exchange in stdio_exchanges(path)
         if exchange.flow_id in wanted
     }
 
 
-def _stdio_detail(exchange: Exchange, origin: float, redact: bool) -> dict[str, Any]:
+def _stdio_detail(exchange: Exchange, origin: float, redactor: Redactor) -> dict[str, Any]:
     """A line of a stdio capture, in the shape of an exchange's detail: the line is the "request" body whichever
     way it went, and ``stdio`` says which (the page draws it as a line, not as an HTTP request)."""
-    clean_text = redact_text if redact else (lambda s: s)
     facts = (exchange.stream or {}).get("stdio_line") or {}
     body = exchange.request_body if exchange.request_body is not None else exchange.response_body
     command = exchange.stdio.command_text if exchange.stdio is not None else exchange.path
@@ -486,9 +481,9 @@ def _stdio_detail(exchange: Exchange, origin: float, redact: bool) -> dict[str, 
         "flow": exchange.flow_id,
         "t": round((exchange.t_request - origin) * 1000, 3),
         "request": {
-            "line": f"{exchange.method} {clean_text(command)}",
+            "line": f"{exchange.method} {redactor.text(command)}",
             "headers": {},
-            "body": _shown(clean_text((body or b"").decode("utf-8", "replace"))),
+            "body": _shown(redactor.text((body or b"").decode("utf-8", "replace"))),
         },
         "response": None,
         "error": exchange.error,
@@ -502,29 +497,27 @@ def _stdio_detail(exchange: Exchange, origin: float, redact: bool) -> dict[str, 
     }
 
 
-def _exchange_detail(exchange: Exchange, origin: float, redact: bool) -> dict[str, Any]:
+def _exchange_detail(exchange: Exchange, origin: float, redactor: Redactor) -> dict[str, Any]:
     """An HTTP exchange as the page's detail shows it: the request (line, headers, body), the response if one
-    came (an event stream's body as its events), the error, how the stream ended; redacted if ``redact``."""
-    clean_headers: Callable[[dict[str, str]], dict[str, str]] = redact_headers if redact else dict
-    clean_text: Callable[[str], str] = redact_text if redact else (lambda s: s)
+    came (an event stream's body as its events), the error, how the stream ended; each through ``redactor``."""
     request_text, _ = decode_body(exchange.request_body, exchange.request_headers)
     response_text, problem = decode_body(exchange.response_body, exchange.response_headers)
     detail: dict[str, Any] = {
         "flow": exchange.flow_id,
         "t": round((exchange.t_request - origin) * 1000, 3),
         "request": {
-            "line": f"{exchange.method} {redact_url(exchange.url) if redact else exchange.url}",
-            "headers": clean_headers(exchange.request_headers),
-            "body": _shown(clean_text(request_text or "")),
+            "line": f"{exchange.method} {redactor.url(exchange.url)}",
+            "headers": redactor.headers(exchange.request_headers),
+            "body": _shown(redactor.text(request_text or "")),
         },
         "response": None,
         "error": exchange.error,
         "stream": _stream_end(exchange),
     }
     if exchange.status is not None:
-        detail["response"] = _response(exchange, response_text or problem, clean_headers, clean_text)
+        detail["response"] = _response(exchange, response_text or problem, redactor)
         if exchange.is_event_stream:
-            detail["events"] = _events(exchange, response_text or "", origin, clean_text)
+            detail["events"] = _events(exchange, response_text or "", origin, redactor)
     return detail
 
 
@@ -533,22 +526,17 @@ def _stream_end(exchange: Exchange) -> dict[str, Any]:
     return {k: (exchange.stream or {}).get(k) for k in ("ended", "error", "bytes", "dropped_bytes")}
 
 
-def _response(
-    exchange: Exchange,
-    text: str | None,
-    clean_headers: Callable[[dict[str, str]], dict[str, str]],
-    clean_text: Callable[[str], str],
-) -> dict[str, Any]:
+def _response(exchange: Exchange, text: str | None, redactor: Redactor) -> dict[str, Any]:
     """The response's status, headers and body (``text``: the decoded body, or why it could not be decoded);
     an event stream's body is none here: its events are shown instead."""
     return {
         "status": exchange.status,
-        "headers": clean_headers(exchange.response_headers),
-        "body": None if exchange.is_event_stream else _shown(clean_text(text or "")),
+        "headers": redactor.headers(exchange.response_headers),
+        "body": None if exchange.is_event_stream else _shown(redactor.text(text or "")),
     }
 
 
-def _events(exchange: Exchange, text: str, origin: float, clean: Any) -> list[dict[str, Any]]:
+def _events(exchange: Exchange, text: str, origin: float, redactor: Redactor) -> list[dict[str, Any]]:
     events, _ = split_sse(text.encode("utf-8"))
     times = (exchange.stream or {}).get("event_times") or []
     out = []
@@ -558,7 +546,7 @@ def _events(exchange: Exchange, text: str, origin: float, clean: Any) -> list[di
             "t": round((t - origin) * 1000, 3) if t else None,
             "id": event.id,
             "event": event.event,
-            "data": _shown(clean(event.data)),
+            "data": _shown(redactor.text(event.data)),
         })  # fmt: skip
     return out
 
@@ -570,7 +558,7 @@ def _shown(text: str) -> str:
     return text if len(text) <= BODY_LIMIT else text[:BODY_LIMIT] + f"\n… {len(text) - BODY_LIMIT} more characters"
 
 
-def _meta(analysis: Analysis, paths: list[str], origin: float, redact: bool) -> dict[str, Any]:
+def _meta(analysis: Analysis, paths: list[str], origin: float, redactor: Redactor) -> dict[str, Any]:
     """The page's header: the captures, their span and who took part, the counts of the verdicts, what was
     read and how, and the retries and repeated executions; the keys in the order the page's JSON has them."""
     facts = captured_facts(analysis, paths)
@@ -589,12 +577,12 @@ def _meta(analysis: Analysis, paths: list[str], origin: float, redact: bool) -> 
             f"{a['step']}: {a['method']} {a['path']} (HTTP {a['status']})" for a in analysis.auth_steps[:20]
         ],
         # A refused GET stream or DELETE: said once in the header, neither a call nor a failure.
-        "stream_events": _stream_event_lines(analysis.stream_events[:20], redact),
+        "stream_events": _stream_event_lines(analysis.stream_events[:20], redactor),
         **_repetition_counts(analysis),
         # Flags whose card says what it counts in a visible sentence, not only in its tooltip (the card of
         # DUPLICATE_EXECUTION's records already says its own).
         "explained_flags": [Flag.UNSAFE_RETRY.value],
-        "redacted": redact,
+        "redacted": redactor.redacts,
         "detail_limit": DETAIL_LIMIT,
     }
 
@@ -609,11 +597,10 @@ def _verdict_counts(calls: list[Call]) -> dict[str, Any]:
     }
 
 
-def _stream_event_lines(events: list[dict[str, Any]], redact: bool) -> list[str]:
-    """``GET /mcp (HTTP 405): what`` for each stream event, redacted if ``redact``."""
-    clean = redact_text if redact else str
+def _stream_event_lines(events: list[dict[str, Any]], redactor: Redactor) -> list[str]:
+    """``GET /mcp (HTTP 405): what`` for each stream event, through ``redactor``."""
     return [
-        clean(
+        redactor.text(
             f"{e['method']} {e['path']}"
             + (f" (HTTP {e['status']})" if e["status"] is not None else "")
             + f": {e['what']}"

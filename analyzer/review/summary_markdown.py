@@ -27,6 +27,7 @@ from mcp_blackbox.analyzer.model.vocabulary import DOUBTED_SUCCESS, Layer, Retry
 from mcp_blackbox.analyzer.outputs.analysis import Analysis
 from mcp_blackbox.analyzer.outputs.export import iter_records
 from mcp_blackbox.analyzer.outputs.wallclock import iso_utc
+from mcp_blackbox.analyzer.redaction.redactor import Redactor
 from mcp_blackbox.analyzer.review.captured import captured_facts
 from mcp_blackbox.analyzer.review.check import short_sources
 
@@ -64,7 +65,7 @@ def summary_markdown(analysis: Analysis, paths: list[str], *, redact: bool = Tru
         _unsafe(groups),
         _top_errors(records),
         _unanswered(records),
-        _not_shown(analysis, redact),
+        _not_shown(analysis, Redactor.of(redact)),
     ]
     return "\n".join(line for section in sections for line in section).rstrip() + "\n"
 
@@ -206,13 +207,13 @@ def _unanswered(records: list[CallRecord]) -> list[str]:
     return lines + _more(len(unanswered)) + [""]
 
 
-def _not_shown(analysis: Analysis, redact: bool) -> list[str]:
+def _not_shown(analysis: Analysis, redactor: Redactor) -> list[str]:
     lines = ["## What the capture could not show", ""]
     items = [f"{text(p['source'])}: {text(p['reason'])}" for p in analysis.read_problems]
     reasons = Counter(s["reason"] for s in analysis.skipped)
     items += [f"{n} flow(s) skipped: {text(reason)}" for reason, n in reasons.most_common(LISTED)]
     items += [text(note) for note in analysis.notes]
-    if not redact:
+    if not redactor.redacts:
         items.append("secrets are NOT redacted in this summary (--no-redact)")
     if not items:
         return [*lines, "Nothing: every flow was read, and every exchange was MCP or part of its authorization.", ""]
