@@ -90,7 +90,8 @@ def attributes(span: Span | Any) -> dict[str, Any]:
 @pytest.fixture
 def receiver() -> Iterator[Receiver]:
     receiver = Receiver()
-    thread = threading.Thread(target=receiver.server.serve_forever, daemon=True)
+    # A short poll: shutdown() waits for the loop's next look, 0.5 s by default, in every test's teardown.
+    thread = threading.Thread(target=receiver.server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
     thread.start()
     try:
         yield receiver

@@ -148,7 +148,7 @@ def recording(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Recording]:
     """Every case's POST(s) through one mitmdump; the flow file is complete when this yields."""
     handler = type("Peer", (ScriptedPeer,), {"hits": {}, "lock": threading.Lock()})
     upstream = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=upstream.serve_forever, daemon=True)
+    thread = threading.Thread(target=upstream.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
     thread.start()
     try:
         proxy = start_mitmdump(

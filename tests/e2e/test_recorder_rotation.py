@@ -141,11 +141,14 @@ def test_a_stream_that_spans_rotations_is_whole(tmp_path: Path) -> None:
     where = {path: [flow.request.method for flow in read_flows(path)] for path in files}
     assert len(files) >= 3, where
     (stream_file,) = [path for path, methods in where.items() if "GET" in methods]
-    assert stream_file == files[-1], "the stream ended last"
+    # The stream ended last, but for a POST the client abandoned as it closed (newer SDKs close while their
+    # last notification's 202 is on its way): mitmproxy writes that flow after the stream's.
+    later = [flow for path in files[files.index(stream_file) + 1 :] for flow in read_flows(path)]
+    assert all(flow.request.method == "POST" and flow.error for flow in later), where
     expected = sorted(client_labels(result))
     assert sorted(analyzer_labels(analyze([caps]).calls)) == expected
     # Alone, the files before the stream's hold calls without their answers.
-    alone = analyzer_labels(analyze(files[:-1]).calls)
+    alone = analyzer_labels(analyze(files[: files.index(stream_file)]).calls)
     assert alone and all(outcome not in ("TOOL_SUCCESS", "TOOL_ERROR") for _, outcome, _ in alone)
 
 
