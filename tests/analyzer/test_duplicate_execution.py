@@ -61,8 +61,10 @@ def flagged(analysis: Any) -> list[tuple[str | None, Any]]:
     return [(c["tool"], c["jsonrpc_id"]) for c in analysis.calls if "DUPLICATE_EXECUTION" in c["flags"]]
 
 
-def test_app_loop_re_running_its_sequence_executes_the_write_twice(tmp_path: Path) -> None:
-    analysis = analysis_of(
+def app_loop_re_run(tmp_path: Path) -> Any:
+    """An application loop that re-ran its sequence on a new session after its report's stream was cut: its
+    write (which had succeeded) ran again."""
+    return analysis_of(
         tmp_path,
         *start("A", 100.0),
         tool(2, "write_record", "A", 100.1),
@@ -71,6 +73,10 @@ def test_app_loop_re_running_its_sequence_executes_the_write_twice(tmp_path: Pat
         tool(2, "write_record", "B", 101.1),
         tool(3, "report", "B", 101.2, {}),
     )
+
+
+def test_app_loop_re_running_its_sequence_executes_the_write_twice(tmp_path: Path) -> None:
+    analysis = app_loop_re_run(tmp_path)
     assert flagged(analysis) == [("write_record", 2)]
     (duplicate,) = analysis.duplicate_executions
     calls = {c["call_id"]: c for c in analysis.calls}

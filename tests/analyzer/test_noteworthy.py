@@ -13,7 +13,7 @@ import pytest
 from mcp_blackbox.analyzer.outputs.analysis import analyze
 from mcp_blackbox.analyzer.review import report
 from mcp_blackbox.analyzer.review.summary_text import summary_text
-from tests.analyzer.test_duplicate_execution import analysis_of, cut_stream, start, tool
+from tests.analyzer.test_duplicate_execution import app_loop_re_run
 
 SAMPLES = sorted(str(p) for p in (Path(__file__).resolve().parents[2] / "sample_captures").glob("*.flows"))
 
@@ -31,16 +31,8 @@ def test_the_report_and_the_summary_agree_on_which_calls_are_noteworthy(sample: 
 
 
 def test_the_first_run_of_a_write_executed_twice_is_noteworthy(tmp_path: Path) -> None:
-    """An application loop re-ran its sequence: its first write succeeded, unflagged, in no retry chain."""
-    analysis = analysis_of(
-        tmp_path,
-        *start("A", 100.0),
-        tool(2, "write_record", "A", 100.1),
-        cut_stream(3, "report", "A", 100.2),
-        *start("B", 101.0),
-        tool(2, "write_record", "B", 101.1),
-        tool(3, "report", "B", 101.2, {}),
-    )
+    """The first write of an application loop that re-ran its sequence succeeded, unflagged, in no chain."""
+    analysis = app_loop_re_run(tmp_path)
     (duplicate,) = analysis.duplicate_executions
     first = duplicate.calls[0]
     assert not first.flags and first.retry_group is None and first.outcome == "TOOL_SUCCESS"
