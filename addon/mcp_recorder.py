@@ -39,12 +39,13 @@ if __package__ in (None, "") or __name__.startswith("__mitmproxy_script__"):
     _spec.submodule_search_locations = [str(Path(__file__).resolve().parent.parent)]
     sys.modules["mcp_blackbox"] = importlib.util.module_from_spec(_spec)
 
-from mitmproxy import ctx, exceptions, flowfilter, http
+from mitmproxy import connection, ctx, exceptions, flowfilter, http
 from mitmproxy.utils import human
 
 from mcp_blackbox.addon.error_side import Side, error_side
 from mcp_blackbox.addon.exchange_view import console_line, describe, recorded_events
 from mcp_blackbox.addon.mcp_detect import McpEndpoints, request_messages
+from mcp_blackbox.addon.peer_process import PeerProcesses
 from mcp_blackbox.addon.record_redaction import RecordRedaction
 from mcp_blackbox.addon.rotation import CaptureWriter
 from mcp_blackbox.addon.stream_tap import StreamTap
@@ -94,6 +95,7 @@ class McpRecorder:
         self.console = True
         self.console_is_tty = sys.stdout.isatty()
         self.redaction = RecordRedaction()
+        self.peers = PeerProcesses()
 
     def load(self, loader: Any) -> None:
         loader.add_option(
@@ -150,6 +152,11 @@ class McpRecorder:
         write_atomically(Path(path), json.dumps({"listen_addrs": addresses}))
 
     @never_raises
+    def client_connected(self, client: connection.Client) -> None:
+        # Handed to a worker thread: the connection goes on at once (addon/peer_process.py).
+        self.peers.connected(client.id, client.peername, client.sockname)
+
+    @never_raises
     def responseheaders(self, flow: http.HTTPFlow) -> None:
         response = flow.response
         if response is None or not is_event_stream(response):
@@ -184,6 +191,7 @@ class McpRecorder:
                 self._annotate(flow, tap, record)
             except Exception:
                 logger.exception("mcp_blackbox: judging %s at shutdown failed; its body is kept", flow.id)
+        self.peers.close()
 
     def _close(self, flow: http.HTTPFlow, reason: StreamEnd, error: str | None, side: Side | None = None) -> None:
         tap, record = self._keep_body(flow, reason, error, side)
@@ -235,6 +243,9 @@ class McpRecorder:
         """The live verdict into the record (and onto the flow, marked for mitmweb if it failed); its console
         line if asked for."""
         record["mcp"] = reason
+        known, process = self.peers.of(flow.client_conn.id)
+        if known:
+            record["client_process"] = process
         # In the state before judging it: the verdict reads the stream record like the analyzer does.
         flow.metadata[METADATA_KEY] = record
         verdict = judge_flow(flow)

@@ -177,7 +177,7 @@
     const parts = [r[C.id], r[C.method], r[C.tool], r[C.rpc_id], r[C.outcome], r[C.layer], r[C.flags], r[C.verdict],
       r[C.origin], r[C.error_code], r[C.status] === null ? "" : "http " + r[C.status], captureName(r[C.source]),
       lane ? lane.id + " " + lane.label : ""];
-    if (client) parts.push(client.lineage, client.user_agent, client.client_info, client.session, client.address, client.unit);
+    if (client) parts.push(client.lineage, client.user_agent, client.client_info, client.session, client.address, client.unit, client.process);
     const d = data.details[r[C.id]];
     if (d) {
       parts.push(d.evidence.join("\n"));
@@ -487,6 +487,7 @@
     const t = el("table", null, "client");
     kv(t, "client", client.lineage + "  " + [client.client_info, client.user_agent].filter(Boolean).join(" · "));
     kv(t, "from", (client.address || "unknown address") + (client.session ? "  session " + client.session : "  no session"));
+    kv(t, "process", client.process || "not recorded (a remote client, a gateway, or a capture without it)");
     kv(t, "lineage", client.joined);
     return t;
   }

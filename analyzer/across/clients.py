@@ -27,7 +27,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from mcp_blackbox.analyzer.model.identity import CONNECTION_PREFIX, ClientIdentity, is_session_unit
+from mcp_blackbox.analyzer.model.identity import CONNECTION_PREFIX, ClientIdentity, ClientProcess, is_session_unit
 from mcp_blackbox.analyzer.model.records import Call
 from mcp_blackbox.analyzer.wire.inputs import recording_of
 
@@ -47,6 +47,7 @@ class _Unit:
     user_agent: str | None = None
     client_info: str | None = None
     protocol_version: str | None = None
+    process: ClientProcess | None = None  # the first its calls' exchanges name (the recorder measured it)
     lineage: _Lineage | None = None
     identity: ClientIdentity | None = None
 
@@ -56,8 +57,14 @@ class _Unit:
 
     @property
     def host(self) -> str | None:
+        """Where its calls came from: the client's address, and its process when the recorder knew it. Units of
+        two recorded processes are never one client's; a recorded unit never joins an unrecorded one's
+        lineage either (nothing says they are the same process)."""
         address = self.first.exchange.client_addr
-        return address.rpartition(":")[0] if address else None
+        host = address.rpartition(":")[0] if address else None
+        if self.process is None:
+            return host
+        return f"{host} pid {self.process.pid} started {self.process.started_at:.6f}"
 
     @property
     def source(self) -> str:
@@ -134,6 +141,7 @@ class Clients:
         if exchange.client_conn:
             unit.connections.setdefault(exchange.client_conn)
         unit.user_agent = unit.user_agent or exchange.request_headers.get("user-agent")
+        unit.process = unit.process or exchange.client_process
         facts = call.request.facts
         if facts is not None:
             unit.client_info = unit.client_info or facts.client
@@ -236,6 +244,7 @@ def _link(units: list[_Unit], lineages: _Lineages) -> None:
             protocol_version=unit.protocol_version,
             joined=joined,
             opened=is_session_unit(unit.name) or unit.first.method in OPENING_METHODS,
+            process=unit.process,
         )
         for call in unit.waiting:
             call.client = identity
@@ -260,10 +269,15 @@ def _lineage_for(unit: _Unit, lineages: _Lineages) -> tuple[_Lineage | None, str
     if not is_session_unit(unit.name) and (pooled := lineages.stateless.get(kind)) is not None:
         # Outside sessions nothing tells a client's pooled connections from another client's: one lineage
         # per software and address, and links across its connections are never "high" (retries.py).
-        return pooled, "stateless: same software and address (one client's connections or several clients')"
+        return pooled, f"stateless: same software and {_origin(unit)} (one client's connections or several clients')"
     count, last = lineages.idle(unit)
     if count == 1:
-        return last, "same software and address, the only such client idle when this one began"
+        return last, f"same software and {_origin(unit)}, the only such client idle when this one began"
     if count:
         return None, f"first seen ({count} idle clients of the same software: cannot tell which)"
     return None, "first seen"
+
+
+def _origin(unit: _Unit) -> str:
+    """What the unit shares with its lineage besides the software: a recorded process, else the address."""
+    return f"process (pid {unit.process.pid})" if unit.process is not None else "address"

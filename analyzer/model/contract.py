@@ -21,6 +21,14 @@ class EpochSeconds:
     """Marks a float field as a time, in seconds since the epoch (a frame makes it a UTC datetime)."""
 
 
+class ProcessRecord(TypedDict):
+    """The local process that sent a call, as the recorder measured it (addon/peer_process.py)."""
+
+    pid: int
+    name: str
+    started_at: float  # epoch seconds
+
+
 class ClientRecord(TypedDict):
     """Who sent a call (analyzer/model/identity.py)."""
 
@@ -32,6 +40,7 @@ class ClientRecord(TypedDict):
     client_info: str | None
     protocol_version: str | None
     joined: str
+    process: ProcessRecord | None  # null: not recorded (a remote client, a gateway, an older capture)
 
 
 class ServerSent(TypedDict):

@@ -5,9 +5,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mcp_blackbox.analyzer.model.contract import ClientRecord
+from mcp_blackbox.analyzer.model.contract import ClientRecord, ProcessRecord
 
 CONNECTION_PREFIX = "connection:"  # a unit outside sessions: the client's TCP connection
+
+
+@dataclass(frozen=True, slots=True)
+class ClientProcess:
+    """The process that owned a loopback client's socket (addon/peer_process.py): measured, not inferred.
+    One process may still host several independent clients."""
+
+    pid: int
+    name: str
+    started_at: float  # with the pid, one process even if its pid was used again later
+
+    def record(self) -> ProcessRecord:
+        return {"pid": self.pid, "name": self.name, "started_at": self.started_at}
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,6 +39,7 @@ class ClientIdentity:
     # (server/discover, initialize), as a new run of a stateless client begins. Other connections outside
     # sessions may be any of a pool's.
     opened: bool = True
+    process: ClientProcess | None = None  # the local process that sent its calls, when the recorder knew it
 
     @property
     def unit_is_session(self) -> bool:
@@ -41,6 +55,7 @@ class ClientIdentity:
             "client_info": self.client_info,
             "protocol_version": self.protocol_version,
             "joined": self.joined,
+            "process": self.process.record() if self.process is not None else None,
         }
 
 

@@ -20,7 +20,7 @@ from mcp_blackbox.analyzer.model.slim import RequestFacts, ResultShape, referenc
 from mcp_blackbox.analyzer.model.vocabulary import Confidence, Flag, Layer, Outcome, RetryOrigin, Transport
 
 if TYPE_CHECKING:
-    from mcp_blackbox.analyzer.model.identity import ClientIdentity
+    from mcp_blackbox.analyzer.model.identity import ClientIdentity, ClientProcess
     from mcp_blackbox.analyzer.model.stdio_session import StderrLine, StdioSession
 
 NO_QUERY: Mapping[str, str] = MappingProxyType({})
@@ -72,6 +72,9 @@ class Exchange:
     scope: str = ""  # the pairing scope of its messages (see analyzer.pair.scope_of)
     sse_retry: int | None = None  # the last `retry:` (ms) its event stream carried
     client_addr: str | None = None  # "address:port" the client connected from
+    # The local process that sent it, as the recorder looked it up (analyzer/read/load.py: ``process_of``); None
+    # when not recorded, remote, or a gateway's.
+    client_process: ClientProcess | None = None
     error_text: str | None = None  # an HTTP error's body, whitespace folded, cut (analyzer.extract.error_text)
     stdio: StdioSession | None = None  # the session of a line read from a stdio capture (analyzer/read/stdio_load.py)
 

@@ -10,6 +10,7 @@ and the reason, after every flow before that point has been read.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
 import json
@@ -24,6 +25,7 @@ from typing import Any
 
 from mitmproxy.version import FLOW_FORMAT_VERSION
 
+from mcp_blackbox.analyzer.model.identity import ClientProcess
 from mcp_blackbox.analyzer.model.records import Exchange
 from mcp_blackbox.analyzer.read.stream_times import encoded_event_times
 from mcp_blackbox.analyzer.wire.metadata import METADATA_KEY
@@ -54,7 +56,9 @@ ANALYSIS_FIELDS: Want = {
         ("method", "scheme", "host", "port", "path", "headers", "content", "timestamp_start"), True
     ),
     "response": dict.fromkeys(("status_code", "headers", "content", "timestamp_start", "timestamp_end"), True),
-    "metadata": {METADATA_KEY: {"stream": {**dict.fromkeys(STREAM_FIELDS, True), "chunks": ENCODED}}},
+    "metadata": {
+        METADATA_KEY: {"stream": {**dict.fromkeys(STREAM_FIELDS, True), "chunks": ENCODED}, "client_process": True}
+    },
 }
 
 
@@ -444,6 +448,21 @@ def _event_times(value: Any) -> list[float | None] | None:
         return None
 
 
+def process_of(recorded: Any) -> ClientProcess | None:
+    """The recorder's ``client_process`` (wire/metadata.py ProcessRecord), if it names a client: not a
+    gateway's, and well formed (a capture is untrusted input)."""
+    if not isinstance(recorded, dict) or recorded.get("gateway"):
+        return None
+    pid, name, started = recorded.get("pid"), recorded.get("name"), recorded.get("started_at")
+    if not isinstance(pid, int) or not isinstance(name, str) or not isinstance(started, int | float):
+        return None
+    return _process(pid, name, float(started))
+
+
+# One record per process: a capture's many flows name few processes.
+_process = functools.lru_cache(maxsize=1024)(ClientProcess)
+
+
 def _exchange(state: dict[str, Any], source: str, index: int, keep_all: bool) -> Exchange:
     request = state["request"]
     path_and_query = _text(request["path"])
@@ -468,6 +487,7 @@ def _exchange(state: dict[str, Any], source: str, index: int, keep_all: bool) ->
         t_request=_time(request.get("timestamp_start") or state.get("timestamp_created")) or 0.0,
         recorded_by_addon=isinstance(record, dict),
         client_addr=_address(peer),
+        client_process=process_of(record.get("client_process")) if isinstance(record, dict) else None,
     )
     response = state.get("response")
     if response:

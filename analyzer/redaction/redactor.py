@@ -82,6 +82,7 @@ class Redactor:
             client_info=self.maybe(client["client_info"]),
             protocol_version=self.maybe(client["protocol_version"]),
             joined=self.text(client["joined"]),
+            process=client["process"],  # what the operating system said of a local process: no peer's text
         )
 
     def stream_event(self, event: dict[str, Any]) -> dict[str, Any]:

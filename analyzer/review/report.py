@@ -85,8 +85,8 @@ ANATOMY_COLUMNS = [
 LANE_COLUMNS = ["id", "label", "group"]  # id: index into ``strings``; group: index into ``lane_groups``
 LANE_GROUP_COLUMNS = ["source", "lineage"]  # source: index into meta.captures; lineage: into ``strings``
 CLIENT_COLUMNS = [
-    "lineage", "unit", "address", "session", "user_agent", "client_info", "protocol_version", "joined",
-]  # fmt: skip  # each an index into ``strings``
+    "lineage", "unit", "address", "session", "user_agent", "client_info", "protocol_version", "joined", "process",
+]  # fmt: skip  # each an index into ``strings``; process as "pid N (name)"
 
 
 class StringTable:
@@ -381,8 +381,11 @@ def _row(
 
 
 def _client_rows(calls: list[Call], clients: dict[str, int], redactor: Redactor) -> list[dict[str, Any]]:
-    """``_clients`` as plain mappings, for the page's columns."""
-    return [dict(record) for record in _clients(calls, clients, redactor)]
+    """``_clients`` as plain mappings, for the page's columns: the process as one text."""
+    return [
+        {**record, "process": f"pid {p['pid']} ({p['name']})" if (p := record["process"]) else None}
+        for record in _clients(calls, clients, redactor)
+    ]
 
 
 def _clients(calls: list[Call], clients: dict[str, int], redactor: Redactor) -> list[ClientRecord]:

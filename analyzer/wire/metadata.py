@@ -45,6 +45,21 @@ class StreamRecord(TypedDict, total=False):
     tap_failures: int
 
 
+class ParentRecord(TypedDict):
+    pid: int
+    name: str
+
+
+class ProcessRecord(TypedDict, total=False):
+    """The local process that owned the client's socket (addon/peer_process.py)."""
+
+    pid: int
+    name: str  # the executable's name
+    started_at: float  # epoch seconds: with the pid, names one process even after its pid is reused
+    parents: list[ParentRecord]  # its parent, grandparent, ... (up to 8)
+    gateway: bool  # a proxy (nginx, HAProxy, ...) carrying other processes' requests: not the client
+
+
 class FlowRecord(TypedDict, total=False):
     """``flow.metadata[METADATA_KEY]``: what the recorder wrote of one flow."""
 
@@ -53,6 +68,9 @@ class FlowRecord(TypedDict, total=False):
     failure: str | None  # the live verdict, when the exchange failed (analyzer/calls/live.py)
     pending: str | None  # the live verdict, when the answer may still come on another exchange
     stream: StreamRecord  # an event stream's record
+    # The process that sent it, when the recorder looked it up: None for a remote client or a lookup that
+    # found none; absent when not recorded (an older recorder, or the flow ended before the lookup did).
+    client_process: ProcessRecord | None
 
 
 def stream_end_reason(error_message: str, side: str | None = None) -> StreamEnd:

@@ -85,15 +85,22 @@ def test_input_required_is_not_red_and_the_page_opens_on_the_first_failure(tmp_p
     assert "INPUT_REQUIRED" not in seen["results"][1]["value"] and "TOOL_ERROR" in seen["results"][1]["value"]
 
 
+SENDER = {"pid": 4242, "name": "agent-host", "started_at": 1_800_000_000.5, "parents": [{"pid": 1, "name": "init"}]}
+
+
 def test_details_name_the_client_and_search_finds_it(tmp_path: Path) -> None:
     agent = {"user-agent": "agent-under-test/7", "mcp-session-id": "sess-4711"}
-    capture = write(tmp_path, exchange(tool_call(1, "echo"), request_headers=agent, body=result(1, text_result())))
+    flow = exchange(tool_call(1, "echo"), request_headers=agent, body=result(1, text_result()))
+    # As the recorder measured it (addon/peer_process.py): the process that owned the client's socket.
+    flow.metadata["mcp_blackbox"] = {"version": 1, "mcp": "test", "client_process": SENDER}
+    capture = write(tmp_path, flow)
     report = tmp_path / "report.html"
     data = write_report([capture], report)
     (client,) = [
         dict(zip(data["client_columns"], (data["strings"][n] for n in c), strict=True)) for c in data["clients"]
     ]
     assert (client["user_agent"], client["session"], client["lineage"]) == ("agent-under-test/7", "sess-4711", "k1")
+    assert client["process"] == "pid 4242 (agent-host)"
     seen = inspect_report(
         report,
         [
@@ -103,12 +110,16 @@ def test_details_name_the_client_and_search_finds_it(tmp_path: Path) -> None:
             {"do": "eval", "expression": "document.getElementById('count').textContent"},
             {"do": "fill", "selector": "#search", "value": "another-session"},
             {"do": "eval", "expression": "document.getElementById('count').textContent"},
+            {"do": "fill", "selector": "#search", "value": "pid 4242"},
+            {"do": "eval", "expression": "document.getElementById('count').textContent"},
         ],
     )
     assert seen["page_errors"] == [] and seen["console_errors"] == []
     shown = seen["results"][1]["value"]
     assert "k1" in shown and "agent-under-test/7" in shown and "session sess-4711" in shown
+    assert "pid 4242 (agent-host)" in shown
     assert seen["results"][3]["value"].startswith("1 of 1") and seen["results"][5]["value"].startswith("0 of 1")
+    assert seen["results"][7]["value"].startswith("1 of 1")
 
 
 def test_header_counts_writes_executed_more_than_once(tmp_path: Path) -> None:

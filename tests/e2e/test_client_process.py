@@ -1,0 +1,69 @@
+"""Who sent it, measured (issue 21): through `record` in reverse mode, every call names the pid of the
+process that sent it, and calls of two processes are never one retry chain or one client's duplicate.
+
+Three real SDK client processes run the same steps against a stateless server (no session tells them
+apart, and all come from 127.0.0.1 with the same User-Agent): two at once, a third after them. The pids
+are the processes' own, from the operating system that started them, never from the analyzer.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mcp_blackbox.analyzer.outputs.analysis import analyze
+from tests.support.processes import REPO_ROOT, child_env, start_server
+from tests.support.proxy import start_mitmdump
+
+pytestmark = pytest.mark.e2e
+
+# A failure first (an application would retry it), then a write (run twice, it would be a duplicate).
+STEPS = [
+    {"op": "call", "tool": "tool_error", "args": {"message": "backend down"}},
+    {"op": "call", "tool": "write_record", "args": {"key": "order-1", "value": "paid"}},
+]
+
+
+def start_client(url: str) -> subprocess.Popen[bytes]:
+    argv = [sys.executable, "-m", "tests.clients.py_client", "--url", url, "--steps", json.dumps(STEPS)]
+    return subprocess.Popen(argv, cwd=REPO_ROOT, env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+
+
+def finished(client: subprocess.Popen[bytes]) -> dict[str, Any]:
+    out, _ = client.communicate(timeout=60)
+    assert client.returncode == 0
+    result: dict[str, Any] = json.loads(out)
+    assert result["fatal"] is None and len(result["steps"]) == len(STEPS), result
+    return result
+
+
+def test_each_call_names_the_process_that_sent_it_and_no_chain_spans_two(tmp_path: Path) -> None:
+    with start_server("stateless") as server:
+        proxy = start_mitmdump(f"reverse:http://127.0.0.1:{server.port}", tmp_path)
+        try:
+            at_once = [start_client(f"{proxy.url}/mcp"), start_client(f"{proxy.url}/mcp")]
+            for client in at_once:
+                finished(client)
+            after = start_client(f"{proxy.url}/mcp")
+            finished(after)
+        finally:
+            proxy.stop()
+    pids = {client.pid for client in [*at_once, after]}
+    analysis = analyze([proxy.flow_file])
+    calls = analysis.calls
+    assert all(c["client"]["process"] is not None for c in calls), "every call came from a local process"
+    sent = Counter(c["client"]["process"]["pid"] for c in calls if c["method"] == "tools/call")
+    assert sent == dict.fromkeys(pids, len(STEPS)), "each process's own tool calls, and no other's"
+    assert {c["client"]["process"]["name"] for c in calls} == {Path(sys.executable).name}
+    pid_of = {c["call_id"]: c["client"]["process"]["pid"] for c in calls}
+    for group in analysis.retry_groups:
+        assert len({pid_of[m] for m in group.record()["members"]}) == 1, group.record()
+    for duplicate in analysis.duplicate_executions:
+        assert len({pid_of[c] for c in duplicate.record()["calls"]}) == 1, duplicate.record()
+    assert not [c for c in calls if "DUPLICATE_EXECUTION" in c["flags"]], "each process wrote once"

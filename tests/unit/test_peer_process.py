@@ -1,0 +1,95 @@
+"""The recorder's process lookup (addon/peer_process.py) and what the analyzer takes of its record
+(analyzer/read/load.py ``process_of``): a real socket's owner is found, and a record that names a gateway, or
+is not well formed, names no client."""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+from typing import Any
+
+import psutil
+import pytest
+
+from mcp_blackbox.addon.peer_process import PeerProcesses, is_loopback, owner_of
+from mcp_blackbox.analyzer.model.identity import ClientProcess
+from mcp_blackbox.analyzer.read.load import process_of
+
+
+def test_the_owner_of_a_loopback_socket_is_this_process() -> None:
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        client = socket.create_connection(server.getsockname())
+        accepted, _ = server.accept()
+        with client, accepted:
+            found = owner_of(client.getsockname(), server.getsockname())
+    assert found is not None
+    me = psutil.Process()
+    assert (found["pid"], found["name"], found["started_at"]) == (os.getpid(), me.name(), me.create_time())
+    assert found["parents"][0]["pid"] == os.getppid() and "gateway" not in found
+
+
+def test_no_owner_for_a_socket_nobody_has() -> None:
+    assert owner_of(("127.0.0.1", 1), ("127.0.0.1", 2)) is None
+
+
+@pytest.mark.parametrize(
+    ("host", "loopback"),
+    [("127.0.0.1", True), ("::1", True), ("::ffff:127.0.0.1", True), ("10.0.0.7", False), ("host.example", False)],
+)
+def test_only_loopback_peers_are_looked_up(host: str, loopback: bool) -> None:
+    assert is_loopback(host) is loopback
+
+
+def test_lookups_run_off_the_connection_and_a_failure_is_unknown() -> None:
+    release = threading.Event()
+
+    def slow(peer: Any, local: Any) -> Any:
+        release.wait(5)
+        if peer[1] == 2:
+            raise psutil.AccessDenied()
+        return {"pid": 7, "name": "x", "started_at": 1.0, "parents": []}
+
+    peers = PeerProcesses(slow)
+    started = time.perf_counter()
+    peers.connected("a", ("127.0.0.1", 1), ("127.0.0.1", 80))
+    peers.connected("b", ("127.0.0.1", 2), ("127.0.0.1", 80))
+    peers.connected("remote", ("10.0.0.7", 3), ("10.0.0.1", 80))
+    assert time.perf_counter() - started < 0.5, "connected() does not wait for the lookup"
+    assert peers.of("a") == (False, None), "pending while the lookup runs"
+    release.set()
+    peers.close_after_pending(5)
+    assert peers.of("a") == (True, {"pid": 7, "name": "x", "started_at": 1.0, "parents": []})
+    assert peers.of("b") == (True, None), "a lookup that failed: unknown"
+    assert peers.of("remote") == (False, None), "a remote peer is never looked up"
+
+
+@pytest.mark.parametrize(
+    "recorded",
+    [
+        None,
+        {"pid": 9, "name": "nginx", "started_at": 1.0, "gateway": True},
+        {"pid": "9", "name": "x", "started_at": 1.0},
+        {"pid": 9, "name": None, "started_at": 1.0},
+        {"pid": 9, "name": "x"},
+        ["not", "a", "record"],
+    ],
+)
+def test_a_gateway_or_a_malformed_record_names_no_client(recorded: Any) -> None:
+    assert process_of(recorded) is None
+
+
+def test_a_client_record_is_read() -> None:
+    assert process_of({"pid": 9, "name": "node", "started_at": 2, "parents": []}) == ClientProcess(9, "node", 2.0)
+
+
+def test_a_lookup_cancelled_as_the_recorder_stops_is_unknown_not_an_error() -> None:
+    """mitmproxy calls the flows' error hooks after the recorder's done hook closed the lookups."""
+    release = threading.Event()
+    peers = PeerProcesses(lambda peer, local: release.wait(5))
+    peers.connected("running", ("127.0.0.1", 1), ("127.0.0.1", 80))
+    peers.connected("queued", ("127.0.0.1", 2), ("127.0.0.1", 80))
+    peers.close()
+    release.set()
+    assert peers.of("queued") == (False, None)
