@@ -90,7 +90,7 @@ def _read_answer(call: Call, facts: CaptureFacts) -> Ruling:
         return _classify_stdio(call, facts)
     evidence = [f"{exchange.method} {exchange.path}"]
     if call.request.kind == "notification":
-        return _classify_notification(exchange, evidence)
+        return _classify_notification(call, evidence)
     return _classify_request(call, facts, evidence)
 
 
@@ -206,11 +206,19 @@ def _failed_after(call: Call, answer: Message | None, cancelled_at: float) -> bo
     return failed_at is not None and failed_at > cancelled_at
 
 
-def _classify_notification(exchange: Exchange, evidence: list[str]) -> Ruling:
+def _classify_notification(call: Call, evidence: list[str]) -> Ruling:
+    """A notification's exchange: accepted, refused by HTTP, or answered with a JSON-RPC error it should not
+    have had (what came back on the exchange is in ``call.stray``: pair.py)."""
+    exchange = call.exchange
     if exchange.status is None:
         evidence.append(f"no HTTP response: {exchange.error or 'the capture ends before one'}")
         return Ruling(Outcome.NO_RESPONSE, evidence)
     evidence.append(f"HTTP {exchange.status}")
+    errors = [m.error for m in call.stray if m.error is not None]
+    if 200 <= exchange.status < 300 and errors:
+        code, message = errors[0]
+        evidence.append(f"the notification was answered with JSON-RPC error {code}: {message}")
+        return Ruling(Outcome.JSONRPC_ERROR, evidence, error_code=code, error_message=message)
     if 200 <= exchange.status < 300:
         evidence.append("notification accepted")
         return Ruling(Outcome.ACCEPTED, evidence)

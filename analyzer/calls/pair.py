@@ -98,7 +98,13 @@ class Pairer:
         key = (scope, _opposite(message.direction), message.key_id)
         answered = by_key.get(key) if message.id is not None else None
         if answered is None:
-            on_exchange = _answerable(by_request_exchange.get(message.exchange.flow_id, []), message)
+            carried = by_request_exchange.get(message.exchange.flow_id, [])
+            on_exchange = _answerable(carried, message)
+            if on_exchange is None and (refused := _lone_notification(carried, message)) is not None:
+                # The exchange's answer to a notification (a 404 "Session not found", say): that notification's
+                # row says it, never a second row for the same body.
+                refused.note_stray(message)
+                return
             if message.id is None or message.kind == "invalid":
                 # Unreadable, or an error without a usable id: it answers the exchange that carried it.
                 if on_exchange is not None:
@@ -129,6 +135,14 @@ def _answerable(calls: list[Call], message: Message) -> Call | None:
     """The one request on this exchange that a response travelling the other way could answer."""
     requests = [c for c in calls if c.request.kind == "request" and c.request.direction != message.direction]
     return requests[0] if len(requests) == 1 else None
+
+
+def _lone_notification(calls: list[Call], message: Message) -> Call | None:
+    """The notification an answer travelling the other way came back on, when the exchange carried it alone."""
+    opposite = [c for c in calls if c.request.direction != message.direction]
+    if len(opposite) == 1 and opposite[0].request.kind == "notification":
+        return opposite[0]
+    return None
 
 
 def _notification_target(

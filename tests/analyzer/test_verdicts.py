@@ -311,3 +311,26 @@ def test_progress_and_log_notifications_attach_to_their_call(tmp_path: Path) -> 
     (call,) = analysis.call_objects
     assert [n.method for n in call.notifications] == ["notifications/progress", "notifications/message"]
     assert analysis.calls[0]["sse_events"] == 3
+
+
+def test_an_error_answering_a_notification_is_that_notifications_row_never_a_phantom(tmp_path: Path) -> None:
+    """Issue 21: a 404 "Session not found" on notifications/initialized was an HTTP_ERROR row and a second,
+    phantom INVALID_ENVELOPE + ORPHAN_RESPONSE row for the same body. A 200 carrying an error is said too."""
+    initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    not_found = {"jsonrpc": "2.0", "id": "server-error", "error": {"code": -32600, "message": "Session not found"}}
+    session = {"mcp-session-id": "s1"}
+    capture = write(
+        tmp_path,
+        exchange(rpc(0, "initialize", {"protocolVersion": "2025-11-25"}), body=result(0, {}),
+                 response_headers=session, at=100.0),
+        exchange(initialized, status=404, body=not_found, request_headers=session, at=100.1),
+        exchange(initialized, status=200, body={**not_found, "id": None}, request_headers=session, at=100.2),
+    )  # fmt: skip
+    calls = analyze([capture]).calls
+    assert [(c["method"], c["outcome"]) for c in calls] == [
+        ("initialize", "SUCCESS"),
+        ("notifications/initialized", "HTTP_ERROR"),
+        ("notifications/initialized", "JSONRPC_ERROR"),
+    ]
+    assert "Session not found" in calls[1]["evidence"][-1] and calls[2]["error_code"] == -32600
+    assert not [c for c in calls if "ORPHAN_RESPONSE" in c["flags"]]
