@@ -117,6 +117,13 @@ class McpRecorder:
         )
         loader.add_option("mcp_console", bool, True, "Print one line per MCP exchange.")
         loader.add_option(
+            "mcp_client_process",
+            bool,
+            True,
+            "Record the local process behind each loopback client connection (pid, name, start time), looked up "
+            "once per connection in a worker thread.",
+        )
+        loader.add_option(
             "mcp_redact",
             bool,
             False,
@@ -137,6 +144,8 @@ class McpRecorder:
             # Printed directly, not logged: mitmproxy's log path costs more than the rest of the addon.
             # `mitmdump -q` (termlog_verbosity=error) silences it like mitmdump's own lines.
             self.console = ctx.options.mcp_console and getattr(ctx.options, "termlog_verbosity", "info") != "error"
+        if "mcp_client_process" in updated:
+            self.peers.enabled = ctx.options.mcp_client_process
         if "mcp_stream_max_body" in updated:
             try:
                 self.max_body = human.parse_size(ctx.options.mcp_stream_max_body)

@@ -1,7 +1,8 @@
 """Who sent a connection's requests: the local process that owns a loopback client's socket (issue 21).
 
-When a client connects from this machine, the process at the other end of its socket is looked up once, in
-a worker thread, so no request waits for it: its pid, executable name, start time and parent chain. Each
+When a client connects from this machine, the process at the other end of its socket is looked up once, by
+a helper process (addon/peer_lookup.py) that a worker thread feeds, so no request waits for it and the scan
+does not hold mitmdump's GIL: its pid, executable name, start time and parent chain. Each
 MCP flow of the connection carries what was found (``FlowRecord.client_process``) once the lookup is done;
 a flow that ends before it is written without it, and the analyzer takes the process from the connection's
 other flows. A lookup that fails (the process already gone, another user's process we may not read) gives
@@ -17,23 +18,23 @@ from __future__ import annotations
 
 import contextlib
 import ipaddress
+import json
 import logging
+import queue
+import subprocess
+import sys
+import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
+from concurrent.futures import Future
+from pathlib import Path
 
-import psutil
-
-from mcp_blackbox.analyzer.wire.metadata import ParentRecord, ProcessRecord
+from mcp_blackbox.analyzer.wire.metadata import ProcessRecord
 
 logger = logging.getLogger("mcp_blackbox")
 
 Address = tuple[str, int]
-# Executables that carry other processes' requests: a peer named so is a gateway, not the client.
-PROXIES = frozenset({"nginx", "haproxy", "caddy", "envoy", "traefik", "mcp-proxy", "mitmdump", "mitmproxy"})
-PARENTS = 8  # how far up the parent chain the record goes (enough to reach `run`'s command)
 REMEMBERED = 4096  # connections whose lookup is kept; the oldest are dropped first
 
 
@@ -47,91 +48,158 @@ def is_loopback(host: str) -> bool:
     return address.is_loopback
 
 
-def _plain(host: str) -> str:
-    """An IPv4-mapped IPv6 address as the IPv4 one psutil reports for the peer's own socket."""
-    return host.removeprefix("::ffff:")
+Lookup = Callable[[list[tuple[Address, Address]]], list[ProcessRecord | None]]
+_Pending = tuple[Address, Address, "Future[ProcessRecord | None]"]
 
 
-def owner_of(peer: Address, local: Address) -> ProcessRecord | None:
-    """The process whose TCP socket goes from ``peer`` to ``local`` (this proxy's listening address), or None."""
-    wanted = ((_plain(peer[0]), peer[1]), (_plain(local[0]), local[1]))
-    for connection in psutil.net_connections("tcp"):
-        if connection.pid is not None and _ends(connection.laddr, connection.raddr) == wanted:
-            return describe(psutil.Process(connection.pid))
-    return None
+HELPER = Path(__file__).with_name("peer_lookup.py")
 
 
-def _ends(laddr: Any, raddr: Any) -> tuple[Address, Address] | None:
-    """A socket's (local, remote) ends as (host, port) pairs; None while it has no remote end (a listener)."""
-    if len(laddr) != 2 or len(raddr) != 2:
-        return None
-    return (_plain(laddr[0]), laddr[1]), (_plain(raddr[0]), raddr[1])
+class HelperProcess:
+    """The lookup as users run it: batches answered by addon/peer_lookup.py in a process of its own, started
+    on the first loopback connection. If it cannot run (psutil missing beside a script-loaded recorder) or
+    dies, every later connection is unknown, said once in mitmdump's log."""
 
+    def __init__(self) -> None:
+        self.process: subprocess.Popen[str] | None = None
+        self.failed = False
 
-def describe(process: psutil.Process) -> ProcessRecord:
-    with process.oneshot():
-        name, started = process.name(), process.create_time()
-    parents = [ParentRecord(pid=parent.pid, name=_name(parent)) for parent in process.parents()[:PARENTS]]
-    record: ProcessRecord = {"pid": process.pid, "name": name, "started_at": started, "parents": parents}
-    if name.lower().removesuffix(".exe") in PROXIES:
-        record["gateway"] = True
-    return record
+    def __call__(self, wanted: list[tuple[Address, Address]]) -> list[ProcessRecord | None]:
+        if self.failed:
+            return [None] * len(wanted)
+        try:
+            process = self._started()
+            if process.stdin is None or process.stdout is None:
+                raise OSError("the helper has no pipes")
+            process.stdin.write(json.dumps([[*peer, *local] for peer, local in wanted]) + "\n")
+            process.stdin.flush()
+            answer = process.stdout.readline()  # waits outside the GIL
+            found: list[ProcessRecord | None] = json.loads(answer)
+            if len(found) != len(wanted):
+                raise ValueError(f"{len(found)} answers to {len(wanted)} sockets")
+            return found
+        except (OSError, ValueError):
+            self.failed = True
+            logger.warning("mcp_blackbox: the client process lookup stopped (%s); processes are not recorded", HELPER)
+            self.close()
+            return [None] * len(wanted)
 
+    def _started(self) -> subprocess.Popen[str]:
+        if self.process is None:
+            self.process = subprocess.Popen(
+                [sys.executable, str(HELPER)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                text=True,
+            )
+        return self.process
 
-def _name(process: psutil.Process) -> str:
-    try:
-        return process.name()
-    except psutil.Error:
-        return "?"
+    def close(self) -> None:
+        if self.process is not None:
+            with contextlib.suppress(OSError):
+                self.process.kill()
+            self.process.wait()
+            self.process = None
 
 
 class PeerProcesses:
-    """The lookups of the connections seen, by mitmproxy's client connection id."""
+    """The lookups of the connections seen, by mitmproxy's client connection id, answered by one worker
+    thread: it takes every connection queued since its last scan and answers them with one more, so a burst
+    of short-lived connections does not become a burst of scans competing with the traffic for the GIL."""
 
-    def __init__(self, lookup: Callable[[Address, Address], ProcessRecord | None] = owner_of) -> None:
-        self.lookup = lookup
-        self.pool: ThreadPoolExecutor | None = None
+    def __init__(self, lookup: Lookup | None = None) -> None:
+        """``lookup``: answers a batch of sockets (tests give one); by default the helper process."""
+        self.helper: HelperProcess | None = None
+        if lookup is None:
+            self.helper = lookup = HelperProcess()
+        self.lookup: Lookup = lookup
+        self.queue: queue.SimpleQueue[_Pending | None] = queue.SimpleQueue()
+        self.worker: threading.Thread | None = None
         self.found: OrderedDict[str, Future[ProcessRecord | None]] = OrderedDict()
-        self.seconds = 0.0  # spent in lookups, for the benchmark
+        self.told: OrderedDict[str, None] = OrderedDict()  # connections whose parent chain a flow carries
+        self.enabled = True  # mcp_client_process
+        self.seconds = 0.0  # spent in lookups
+        self.scans = 0
         self.count = 0
 
     def connected(self, connection_id: str, peer: Address | None, local: Address | None) -> None:
-        """Start looking up a loopback peer's process; a remote one's stays unknown."""
-        if peer is None or local is None or not is_loopback(str(peer[0])):
+        """Queue the lookup of a loopback peer's process; a remote one's stays unknown."""
+        if not self.enabled or peer is None or local is None or not is_loopback(str(peer[0])):
             return
-        if self.pool is None:
-            self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mcp-blackbox-peer")
-        self.found[connection_id] = self.pool.submit(self._timed, (str(peer[0]), peer[1]), (str(local[0]), local[1]))
+        if self.worker is None:
+            self.worker = threading.Thread(target=self._work, name="mcp-blackbox-peer", daemon=True)
+            self.worker.start()
+        future: Future[ProcessRecord | None] = Future()
+        self.found[connection_id] = future
+        self.queue.put(((str(peer[0]), peer[1]), (str(local[0]), local[1]), future))
         while len(self.found) > REMEMBERED:
             self.found.popitem(last=False)
 
-    def _timed(self, peer: Address, local: Address) -> ProcessRecord | None:
+    def _work(self) -> None:
+        stopping = False
+        while not stopping:
+            batch = [self.queue.get()]  # wait for one, then take every one queued since
+            with contextlib.suppress(queue.Empty):
+                while True:
+                    batch.append(self.queue.get_nowait())
+            stopping = None in batch
+            if pending := [entry for entry in batch if entry is not None]:
+                self._answer(pending)
+
+    def _answer(self, batch: list[_Pending]) -> None:
         start = time.perf_counter()
         try:
-            return self.lookup(peer, local)
-        except Exception:  # gone, not ours to read, or psutil failed: unknown, never a failed connection
-            logger.debug("mcp_blackbox: no process for %s", peer, exc_info=True)
-            return None
-        finally:
-            self.seconds += time.perf_counter() - start
-            self.count += 1
+            owners = self.lookup([(peer, local) for peer, local, _ in batch])
+        except Exception:  # the lookup failed: unknown, never a failed connection
+            logger.debug("mcp_blackbox: no processes for %d connections", len(batch), exc_info=True)
+            owners = [None] * len(batch)
+        self.seconds += time.perf_counter() - start
+        self.scans += 1
+        self.count += len(batch)
+        for (_, _, future), owner in zip(batch, owners, strict=True):
+            if future.set_running_or_notify_cancel():
+                future.set_result(owner)
 
     def of(self, connection_id: str) -> tuple[bool, ProcessRecord | None]:
-        """(known, the process): known is False while the lookup runs, or for a connection never looked up."""
+        """(known, the process): known is False while the lookup is queued or runs, or for a connection never
+        looked up. The first flow of a connection to ask gets the parent chain too; the later ones get the
+        process alone, which is all a flow needs to name it (every flow written is a few bytes shorter)."""
         future = self.found.get(connection_id)
         if future is None or not future.done() or future.cancelled():  # cancelled: the recorder is stopping
             return False, None
-        return True, future.result()
+        found = future.result()
+        if found is None or connection_id in self.told:
+            return True, _without_parents(found)
+        self.told[connection_id] = None
+        while len(self.told) > REMEMBERED:
+            self.told.popitem(last=False)
+        return True, found
 
     def close(self) -> None:
-        if self.pool is not None:
-            self.pool.shutdown(wait=False, cancel_futures=True)
+        """Stop the worker after its current scan; lookups still queued are cancelled."""
+        for future in self.found.values():
+            future.cancel()
+        self.queue.put(None)
+        if self.helper is not None:
+            worker = self.worker
+            if worker is not None:
+                worker.join(1)  # its current scan, if any, before the helper goes
+            self.helper.close()
 
     def close_after_pending(self, timeout: float) -> None:
-        """Wait up to ``timeout`` seconds for the lookups under way, then close (for tests and benchmarks)."""
+        """Wait up to ``timeout`` seconds for the lookups queued, then close (for tests and benchmarks)."""
         deadline = time.monotonic() + timeout
         for future in list(self.found.values()):
             # A lookup's own failure is already None; a timeout leaves it pending.
             with contextlib.suppress(Exception):
                 future.result(timeout=max(0.0, deadline - time.monotonic()))
         self.close()
+
+
+def _without_parents(found: ProcessRecord | None) -> ProcessRecord | None:
+    if found is None:
+        return None
+    slim = found.copy()
+    slim.pop("parents", None)
+    return slim

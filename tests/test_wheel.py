@@ -396,9 +396,9 @@ def test_checkout_addon_runs_in_a_mitmproxy_without_mcp_blackbox(installed: Inst
     addon must still record and judge."""
     pip = [installed.bin / "python", "-m", "pip"]
     # jinja2 stays: mitmproxy needs it too (through flask), as `pip check` confirms.
-    succeeded(run([*pip, "uninstall", "-y", "mcp-blackbox", "jsonschema", "pandas"], cwd=installed.workdir))
+    succeeded(run([*pip, "uninstall", "-y", "mcp-blackbox", "jsonschema", "pandas", "psutil"], cwd=installed.workdir))
     succeeded(run([*pip, "check"], cwd=installed.workdir))
-    for module in ("mcp_blackbox.analyzer", "jsonschema", "pandas"):
+    for module in ("mcp_blackbox.analyzer", "jsonschema", "pandas", "psutil"):
         gone = installed.python(f"import {module}")
         assert gone.returncode != 0 and "ModuleNotFoundError" in gone.stderr, quoted(gone)
     workdir = installed.workdir
@@ -412,7 +412,10 @@ def test_checkout_addon_runs_in_a_mitmproxy_without_mcp_blackbox(installed: Inst
     console = log.read_text(errors="replace")
     assert "traffic is unaffected" not in console and "Traceback" not in console, console
     assert "tools/call tool_error" in console and "FAILED: TOOL_ERROR" in console, console
+    # Without psutil the process lookup cannot run: said once, and the traffic is recorded all the same.
+    assert console.count("processes are not recorded") == 1, console
     from mcp_blackbox.analyzer import analyze  # the checkout's analyzer reads what the checkout's addon wrote
 
-    outcomes = {call["tool"]: call["outcome"] for call in analyze([flows]).calls if call["tool"]}
-    assert outcomes == {"tool_error": "TOOL_ERROR"}
+    calls = analyze([flows]).calls
+    assert {call["tool"]: call["outcome"] for call in calls if call["tool"]} == {"tool_error": "TOOL_ERROR"}
+    assert all(call["client"]["process"] is None for call in calls)

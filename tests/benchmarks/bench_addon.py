@@ -16,7 +16,9 @@ Setups, each mitmdump in its own process, all on 127.0.0.1, behind the same upst
   (c)  ``mitmdump -s addon/mcp_recorder.py --mode reverse:... -w FILE``: the addon as users run
        it, console line on and going to a file (``flow_detail=0`` leaves out mitmdump's own
        per-flow line, which is not the addon's);
-  (c') (c) without ``-w``.
+  (c') (c) without ``-w``;
+  (cn) (c) with ``mcp_client_process=false``: the addon without the lookup of the process behind each
+       loopback connection (addon/peer_process.py), for what that lookup costs.
 
 The upstream is a minimal asyncio HTTP/1.1 server (a child process running this file), so the
 proxy is measured, not an SDK. It answers a POST with a small JSON-RPC result (Content-Length)
@@ -28,7 +30,9 @@ Measured, per setup and round:
   POST  N small JSON-RPC ``tools/call`` POSTs over one keep-alive connection (http.client):
         p50 and p95 of the round trip;
   SSE   one stream of M events read with a streaming reader; per event, arrival time minus
-        send time (same clock, two processes): p50, p95 and max.
+        send time (same clock, two processes): p50, p95 and max;
+  NEW   K POSTs, each on a new connection (connect, POST, close), as short-lived clients do: the addon
+        looks up each connection's process, so this is where that lookup would show: p50 and p95.
 
 Fairness on a small noisy machine: every setup is started and warmed up first; in each round
 the POSTs go in blocks of 100 that rotate over the setups (a burst of noise hits them all
@@ -197,6 +201,22 @@ def post_block(conn: http.client.HTTPConnection, first_id: int, count: int, dead
     return times
 
 
+def new_connection_posts(port: int, first_id: int, count: int, deadline: float) -> list[float]:
+    """``count`` POSTs, each on a connection of its own; connect-to-reply times in seconds."""
+    times = []
+    for k in range(first_id, first_id + count):
+        if time.monotonic() > deadline:
+            raise TimeoutError("new-connection phase ran past its time limit")
+        t0 = time.perf_counter()
+        conn = http.client.HTTPConnection(HOST, port, timeout=SOCKET_TIMEOUT)
+        try:
+            times += post_block(conn, k, 1, deadline)
+        finally:
+            conn.close()
+        times[-1] = time.perf_counter() - t0
+    return times
+
+
 def sse_delays(port: int, events: int, deadline: float) -> list[float]:
     """Read one event stream; per event, arrival minus send time in seconds."""
     conn = http.client.HTTPConnection(HOST, port, timeout=SOCKET_TIMEOUT)
@@ -264,9 +284,10 @@ class Setup:
     peak_rss_kb: int | None = None
     post: dict[str, list[float]] = field(default_factory=lambda: {"p50": [], "p95": []})
     stream: dict[str, list[float]] = field(default_factory=lambda: {"p50": [], "p95": [], "max": []})
+    fresh: dict[str, list[float]] = field(default_factory=lambda: {"p50": [], "p95": []})
 
     def median(self, kind: str, stat: str) -> float:
-        values = (self.post if kind == "post" else self.stream)[stat]
+        values = {"post": self.post, "sse": self.stream, "new": self.fresh}[kind][stat]
         return statistics.median(values) if values else math.nan
 
 
@@ -294,12 +315,15 @@ def wait_listening(setup: Setup, listen_file: Path | None) -> None:
     raise RuntimeError(f"mitmdump for {setup.key} did not start; log:\n{log}")
 
 
-def start_mitmdump(setup: Setup, upstream: int, workdir: Path, *, addon: bool, stream: bool, write: bool) -> None:
+def start_mitmdump(
+    setup: Setup, upstream: int, workdir: Path, *, addon: bool, stream: bool, write: bool, lookup: bool = True
+) -> None:
     command = [MITMDUMP, "--mode", f"reverse:http://{HOST}:{upstream}", "--listen-host", HOST]
     listen_file = None
     if addon:
         listen_file = workdir / f"{setup.key}.listen.json"
         command += ["-s", str(ADDON), "-p", "0", "--set", f"mcp_listen_file={listen_file}", "--set", "flow_detail=0"]
+        command += ["--set", f"mcp_client_process={str(lookup).lower()}"]
     else:
         setup.port = free_port()
         command += ["-p", str(setup.port), "-q"]
@@ -369,6 +393,20 @@ def run_posts(setups: list[Setup], count: int, first_id: int) -> dict[str, list[
     return samples
 
 
+def run_new_connections(setups: list[Setup], count: int, first_id: int) -> dict[str, list[float]]:
+    """``count`` POSTs per setup, each on a new connection, in blocks rotating over the setups."""
+    samples: dict[str, list[float]] = {s.key: [] for s in setups}
+    deadline = time.monotonic() + PHASE_LIMIT
+    done = 0
+    with gc_paused():
+        while done < count:
+            n = min(BLOCK // 4, count - done)
+            for s in setups:
+                samples[s.key] += new_connection_posts(s.port, first_id + done, n, deadline)
+            done += n
+    return samples
+
+
 def run_streams(setups: list[Setup], events: int) -> dict[str, list[float]]:
     deadline = time.monotonic() + PHASE_LIMIT
     samples = {}
@@ -390,20 +428,24 @@ def ms(seconds: float) -> str:
 
 def report(setups: list[Setup], args: argparse.Namespace, elapsed: float) -> None:
     by_key = {s.key: s for s in setups}
-    a, b, b0, bw, c, c_nw = (by_key[k] for k in ("a", "b", "b0", "bw", "c", "c'"))
+    a, b, b0, bw, c, c_nw, cn = (by_key[k] for k in ("a", "b", "b0", "bw", "c", "c'", "cn"))
     print(
         f"mcp-blackbox addon benchmark: {args.requests} POSTs and {args.events} SSE events "
         f"(every {INTERVAL_MS} ms) per setup per round, {args.rounds} round(s), median of rounds; "
         f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}, {elapsed:.0f} s"
     )
     print()
-    print(f"{'setup':<38} {'POST p50':>9} {'POST p95':>9} {'SSE p50':>9} {'SSE p95':>9} {'SSE max':>9} {'peak RSS':>9}")
-    print(f"{'':<38} {'ms':>9} {'ms':>9} {'ms':>9} {'ms':>9} {'ms':>9} {'MiB':>9}")
+    print(
+        f"{'setup':<38} {'POST p50':>9} {'POST p95':>9} {'SSE p50':>9} {'SSE p95':>9} {'SSE max':>9} "
+        f"{'NEW p50':>9} {'NEW p95':>9} {'peak RSS':>9}"
+    )
+    print(f"{'':<38} {'ms':>9} {'ms':>9} {'ms':>9} {'ms':>9} {'ms':>9} {'ms':>9} {'ms':>9} {'MiB':>9}")
     for s in setups:
         rss = f"{s.peak_rss_kb / 1024:9.1f}" if s.peak_rss_kb else f"{'-':>9}"
         print(
             f"{s.label:<38} {ms(s.median('post', 'p50')):>9} {ms(s.median('post', 'p95')):>9} "
-            f"{ms(s.median('sse', 'p50')):>9} {ms(s.median('sse', 'p95')):>9} {ms(s.median('sse', 'max')):>9} {rss}"
+            f"{ms(s.median('sse', 'p50')):>9} {ms(s.median('sse', 'p95')):>9} {ms(s.median('sse', 'max')):>9} "
+            f"{ms(s.median('new', 'p50')):>9} {ms(s.median('new', 'p95')):>9} {rss}"
         )
     print()
 
@@ -433,6 +475,17 @@ def report(setups: list[Setup], args: argparse.Namespace, elapsed: float) -> Non
     ratio_cbw = ratio_line(c, bw, "addon as run vs same mitmdump without")
     ratio_line(c_nw, b0, "addon alone, no writer")
     ratio_line(c, c_nw, "the writer, with the addon")
+    ratio_line(c, cn, "the process lookup, keep-alive")
+    print()
+    new = {stat: (c.median("new", stat), cn.median("new", stat), bw.median("new", stat)) for stat in ("p50", "p95")}
+    rounds = " ".join(f"{x / y:.3f}" for x, y in zip(c.fresh["p50"], cn.fresh["p50"], strict=True))
+    print("a POST on a new connection each (the process lookup runs once per connection):")
+    for stat, (with_lookup, without, plain) in new.items():
+        print(
+            f"  {stat}: (c) {ms(with_lookup).strip()} ms, (cn) {ms(without).strip()} ms, (bw) {ms(plain).strip()} ms;"
+            f"  (c)/(cn) {with_lookup / without:.3f}  (c)/(bw) {with_lookup / plain:.3f}"
+        )
+    print(f"  (c)/(cn) p50 per round: {rounds}")
     print()
     added = {stat: c.median("sse", stat) - b.median("sse", stat) for stat in ("p50", "p95", "max")}
     added_nw = {stat: c_nw.median("sse", stat) - b.median("sse", stat) for stat in ("p50", "p95", "max")}
@@ -469,6 +522,7 @@ def run(args: argparse.Namespace) -> None:
         Setup("bw", "(bw) mitmdump, buffered, no addon, -w", sse=False),
         Setup("c", "(c)  mitmdump + addon, -w"),
         Setup("c'", "(c') mitmdump + addon, no -w"),
+        Setup("cn", "(cn) (c) without the process lookup"),
     ]
     options = {
         "b": {"addon": False, "stream": True, "write": False},
@@ -476,6 +530,7 @@ def run(args: argparse.Namespace) -> None:
         "bw": {"addon": False, "stream": False, "write": True},
         "c": {"addon": True, "stream": False, "write": True},
         "c'": {"addon": True, "stream": False, "write": False},
+        "cn": {"addon": True, "stream": False, "write": True, "lookup": False},
     }
     started = time.monotonic()
     upstream: subprocess.Popen[bytes] | None = None
@@ -499,6 +554,11 @@ def run(args: argparse.Namespace) -> None:
                     s.post["p50"].append(percentile(values, 0.50))
                     s.post["p95"].append(percentile(values, 0.95))
                 next_id += args.requests
+                for key, values in run_new_connections(order, args.connections, next_id).items():
+                    s = next(s for s in setups if s.key == key)
+                    s.fresh["p50"].append(percentile(values, 0.50))
+                    s.fresh["p95"].append(percentile(values, 0.95))
+                next_id += args.connections
                 for key, values in run_streams(order, args.events).items():
                     s = next(s for s in setups if s.key == key)
                     s.stream["p50"].append(percentile(values, 0.50))
@@ -520,6 +580,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=2000, help="POSTs per setup per round (default 2000)")
     parser.add_argument("--events", type=int, default=500, help="SSE events per stream (default 500)")
+    parser.add_argument(
+        "--connections", type=int, default=300, help="POSTs on a new connection each, per setup per round (300)"
+    )
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds (default 3)")
     parser.add_argument("--serve-upstream", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -527,7 +590,7 @@ def main() -> None:
         with contextlib.suppress(KeyboardInterrupt):
             asyncio.run(_serve_upstream())
         return
-    if min(args.requests, args.events, args.rounds) < 1:
+    if min(args.requests, args.events, args.rounds, args.connections) < 1:
         parser.error("--requests, --events and --rounds must be at least 1")
     run(args)
 

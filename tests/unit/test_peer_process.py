@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import os
 import socket
+import subprocess
+import sys
 import threading
 import time
 from typing import Any
@@ -13,9 +15,21 @@ from typing import Any
 import psutil
 import pytest
 
-from mcp_blackbox.addon.peer_process import PeerProcesses, is_loopback, owner_of
+from mcp_blackbox.addon.peer_lookup import owner_of, owners_of
+from mcp_blackbox.addon.peer_process import HelperProcess, PeerProcesses, is_loopback
 from mcp_blackbox.analyzer.model.identity import ClientProcess
 from mcp_blackbox.analyzer.read.load import process_of
+
+
+def test_one_scan_answers_a_burst_of_connections() -> None:
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        clients = [socket.create_connection(server.getsockname()) for _ in range(5)]
+        accepted = [server.accept()[0] for _ in clients]
+        wanted = [(c.getsockname(), server.getsockname()) for c in clients] + [(("127.0.0.1", 1), server.getsockname())]
+        found = owners_of(wanted)
+        for sock in clients + accepted:
+            sock.close()
+    assert [f["pid"] if f else None for f in found] == [os.getpid()] * 5 + [None]
 
 
 def test_the_owner_of_a_loopback_socket_is_this_process() -> None:
@@ -42,14 +56,14 @@ def test_only_loopback_peers_are_looked_up(host: str, loopback: bool) -> None:
     assert is_loopback(host) is loopback
 
 
-def test_lookups_run_off_the_connection_and_a_failure_is_unknown() -> None:
+def test_lookups_run_off_the_connection_and_none_found_is_unknown() -> None:
     release = threading.Event()
 
-    def slow(peer: Any, local: Any) -> Any:
+    def slow(wanted: list[Any]) -> list[Any]:
         release.wait(5)
-        if peer[1] == 2:
-            raise psutil.AccessDenied()
-        return {"pid": 7, "name": "x", "started_at": 1.0, "parents": []}
+        return [
+            None if peer[1] == 2 else {"pid": 7, "name": "x", "started_at": 1.0, "parents": []} for peer, _ in wanted
+        ]
 
     peers = PeerProcesses(slow)
     started = time.perf_counter()
@@ -61,8 +75,19 @@ def test_lookups_run_off_the_connection_and_a_failure_is_unknown() -> None:
     release.set()
     peers.close_after_pending(5)
     assert peers.of("a") == (True, {"pid": 7, "name": "x", "started_at": 1.0, "parents": []})
-    assert peers.of("b") == (True, None), "a lookup that failed: unknown"
+    assert peers.of("b") == (True, None), "no process found: unknown"
+    assert peers.count == 2 and peers.scans in (1, 2), "b, queued while a's scan ran, came with a or after it"
     assert peers.of("remote") == (False, None), "a remote peer is never looked up"
+
+
+def test_a_scan_that_fails_leaves_its_connections_unknown() -> None:
+    def denied(wanted: list[Any]) -> list[Any]:
+        raise psutil.AccessDenied()
+
+    peers = PeerProcesses(denied)
+    peers.connected("a", ("127.0.0.1", 1), ("127.0.0.1", 80))
+    peers.close_after_pending(5)
+    assert peers.of("a") == (True, None)
 
 
 @pytest.mark.parametrize(
@@ -87,9 +112,38 @@ def test_a_client_record_is_read() -> None:
 def test_a_lookup_cancelled_as_the_recorder_stops_is_unknown_not_an_error() -> None:
     """mitmproxy calls the flows' error hooks after the recorder's done hook closed the lookups."""
     release = threading.Event()
-    peers = PeerProcesses(lambda peer, local: release.wait(5))
+    peers = PeerProcesses(lambda wanted: [release.wait(5) and None for _ in wanted])
     peers.connected("running", ("127.0.0.1", 1), ("127.0.0.1", 80))
     peers.connected("queued", ("127.0.0.1", 2), ("127.0.0.1", 80))
     peers.close()
     release.set()
     assert peers.of("queued") == (False, None)
+
+
+def test_the_helper_process_answers_a_batch_and_one_that_cannot_run_leaves_processes_unknown() -> None:
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        client = socket.create_connection(server.getsockname())
+        accepted, _ = server.accept()
+        with client, accepted:
+            helper = HelperProcess()
+            try:
+                found = helper([(client.getsockname(), server.getsockname()), (("127.0.0.1", 1), ("127.0.0.1", 2))])
+            finally:
+                helper.close()
+    assert found[0] is not None and found[0]["pid"] == os.getpid() and found[1] is None
+    broken = HelperProcess()
+    broken.process = subprocess.Popen(
+        [sys.executable, "-c", "pass"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    broken.process.wait()
+    assert broken([(("127.0.0.1", 1), ("127.0.0.1", 2))]) == [None] and broken.failed
+    assert broken([(("127.0.0.1", 1), ("127.0.0.1", 2))]) == [None], "not tried again"
+
+
+def test_the_parent_chain_goes_into_the_first_flow_of_a_connection_only() -> None:
+    record = {"pid": 7, "name": "x", "started_at": 1.0, "parents": [{"pid": 1, "name": "init"}]}
+    peers = PeerProcesses(lambda wanted: [record for _ in wanted])
+    peers.connected("a", ("127.0.0.1", 1), ("127.0.0.1", 80))
+    peers.close_after_pending(5)
+    assert peers.of("a") == (True, record)
+    assert peers.of("a") == (True, {"pid": 7, "name": "x", "started_at": 1.0})
