@@ -83,6 +83,11 @@ def _name(process: psutil.Process) -> str:
         return "?"
 
 
+def parent_process() -> ProcessRecord | None:
+    """This process's parent: the client that started ``record --stdio`` as its server (None if unreadable)."""
+    return _described(psutil.Process().ppid())
+
+
 def main() -> None:
     for line in sys.stdin:
         wanted = [((peer, peer_port), (local, local_port)) for peer, peer_port, local, local_port in json.loads(line)]

@@ -251,6 +251,8 @@ class StdioRecorder:
             "command": self.command,
             "cwd": os.getcwd(),
             "pid": os.getpid(),
+            # The client: the process that started the wrapper as its server (measured, not inferred).
+            "client_process": _client_process(),
             "recorder": recorder,
             "line_limit": self.limit,
         }
@@ -382,3 +384,12 @@ def run(command: Sequence[str], target: str, *, recorder: str, limit: int = fmt.
         return StdioRecorder(command, capture, limit=limit).run(recorder)
     finally:
         capture.close()
+
+
+def _client_process() -> Any:
+    """The wrapper's parent, as addon/peer_lookup.py describes a process; None without psutil, or unreadable."""
+    try:
+        from mcp_blackbox.addon.peer_lookup import parent_process
+    except ImportError:  # psutil missing: the capture says the client is unknown
+        return None
+    return parent_process()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass, field
 
+from mcp_blackbox.analyzer.model.identity import ClientProcess
 from mcp_blackbox.analyzer.model.vocabulary import Ending
 
 SKEW = 0.05  # seconds a stderr line may be read after the answer it came before (the e2e tests' allowance)
@@ -33,6 +34,7 @@ class StdioSession:
     command: list[str]
     command_text: str
     pid: int | None
+    client: ClientProcess | None = None  # the process that started the server (the wrapper's parent)
     stderr: list[StderrLine] = field(default_factory=list)  # in the order read
     request_times: list[float] = field(default_factory=list)  # the client's requests (stdin), in order
     stdin_eof: float | None = None  # the client closed the server's stdin

@@ -42,7 +42,7 @@ from mcp_blackbox.analyzer.model.slim import MISSING, OMITTED, ResultShape
 from mcp_blackbox.analyzer.model.stdio_session import KEPT_CHARS, StderrLine, StdioSession
 from mcp_blackbox.analyzer.read.decode import Decoded
 from mcp_blackbox.analyzer.read.extract import STRICT_JSON, Extracted, message_from
-from mcp_blackbox.analyzer.read.load import LoadReport
+from mcp_blackbox.analyzer.read.load import LoadReport, process_of
 from mcp_blackbox.analyzer.wire import stdio_capture as fmt
 from mcp_blackbox.analyzer.wire.jsonrpc import PROGRESS
 
@@ -107,7 +107,8 @@ def _session(source: str, header: dict[str, Any], spawn: dict[str, Any] | None) 
     argv = [str(a) for a in command] if isinstance(command, list) else [str(command)]
     pid = spawn.get("pid") if spawn is not None and isinstance(spawn.get("pid"), int) else header.get("pid")
     scope = sys.intern(f"stdio:{Path(source).name}:{pid}")
-    session = StdioSession(source, scope, argv, shlex.join(argv), pid if isinstance(pid, int) else None)
+    client = process_of(header.get("client_process"))
+    session = StdioSession(source, scope, argv, shlex.join(argv), pid if isinstance(pid, int) else None, client)
     if spawn is not None and spawn.get("pid") is None:
         session.spawn_error = str(spawn.get("error") or "not started")
     return session
@@ -217,6 +218,7 @@ class _Reader:
             response_body=keep if method == STDOUT_METHOD else None,
             t_end=t,
             stdio=session,
+            client_process=session.client,
         )
         exchange.scope = session.scope
         if self.keep_details:

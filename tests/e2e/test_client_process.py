@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from mcp_blackbox.analyzer.outputs.analysis import analyze
+from tests.e2e.test_stdio_record import server_command, wrapped
 from tests.support.processes import REPO_ROOT, child_env, start_server
 from tests.support.proxy import start_mitmdump
 
@@ -67,3 +68,17 @@ def test_each_call_names_the_process_that_sent_it_and_no_chain_spans_two(tmp_pat
     for duplicate in analysis.duplicate_executions:
         assert len({pid_of[c] for c in duplicate.record()["calls"]}) == 1, duplicate.record()
     assert not [c for c in calls if "DUPLICATE_EXECUTION" in c["flags"]], "each process wrote once"
+
+
+def test_a_stdio_call_names_the_client_that_started_the_server(tmp_path: Path) -> None:
+    """record --stdio: the client is the process that started the wrapper as its server."""
+    capture = tmp_path / "cap.stdio.jsonl"
+    command = wrapped(capture, server_command("py"))
+    argv = [sys.executable, "-m", "tests.clients.py_stdio_client", "--timeout", "30", "--command", command[0]]
+    argv += ["--args", json.dumps(command[1:]), "--steps", json.dumps([{"op": "list_tools"}])]
+    client = subprocess.Popen(argv, cwd=REPO_ROOT, env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    out, _ = client.communicate(timeout=60)
+    assert client.returncode == 0 and json.loads(out)["fatal"] is None, out
+    calls = analyze([capture]).calls
+    assert calls and {c["client"]["process"]["pid"] for c in calls} == {client.pid}
+    assert {c["client"]["process"]["name"] for c in calls} == {Path(sys.executable).name}
