@@ -178,6 +178,19 @@ def test_an_sdk_client_talking_to_two_servers_is_recorded_as_in_reverse_mode(
     with capture.open("rb") as f:
         flows = [flow for flow in FlowReader(f).stream() if isinstance(flow, HTTPFlow)]
     assert flows and all("mcp" in f.metadata["mcp_blackbox"] for f in flows), "only MCP exchanges, all of them"
+
+    # Who sent them, measured (addon/peer_process.py): each server's calls came from one client process, the
+    # two clients are two processes, and each is a descendant of the command run started (bash).
+    pids = {server_of(url): set[int]() for url in urls}
+    for call in analyze([str(capture)]).call_objects:
+        assert call.client is not None and call.client.process is not None, call.call_id
+        pids[call.exchange.server].add(call.client.process.pid)
+    assert [len(senders) for senders in pids.values()] == [1, 1] and len(set.union(*pids.values())) == 2, pids
+    # A flow that ended before its connection's lookup did has none; the others name the process.
+    recorded_processes = [f.metadata["mcp_blackbox"].get("client_process") or {} for f in flows]
+    chains = [process.get("parents") for process in recorded_processes]
+    assert all(any(p["name"] == "bash" for p in chain) for chain in chains if chain is not None), chains
+    assert any(chain is not None for chain in chains), "the first flow of a connection carries the parent chain"
     https_flows = [f for f in flows if f.request.scheme == "https"]
     assert https_flows and all(f.client_conn.tls_established and f.server_conn.tls_established for f in https_flows)
     assert oct(capture.stat().st_mode & 0o777) == "0o600"
