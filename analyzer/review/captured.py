@@ -27,10 +27,17 @@ def captured_facts(analysis: Analysis, paths: list[str]) -> dict[str, Any]:
         "start": start,
         "end": max(ends, default=start),
         "clients": _client_infos(calls),
+        "processes": client_processes(calls),
         "user_agents": [a for a, _ in agents.most_common(10) if a],
         "servers": sorted({server_name(s) for s in analysis.facts.servers}),
         "versions": _protocol_versions(calls, analysis.facts),
     }
+
+
+def client_processes(calls: list[Call]) -> list[str]:
+    """The ten local processes that sent the most calls, as the recorder measured them: "pid N (name)"."""
+    senders = Counter(c.client.process for c in calls if c.client is not None and c.client.process is not None)
+    return [f"pid {p.pid} ({p.name})" for p, _ in senders.most_common(10)]
 
 
 def _client_infos(calls: list[Call]) -> list[str]:

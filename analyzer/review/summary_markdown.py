@@ -83,6 +83,7 @@ def _captured(analysis: Analysis, paths: list[str], records: list[CallRecord]) -
     )
     named = {
         "Clients": facts["clients"] + facts["user_agents"],
+        "Client processes": facts["processes"],
         "Servers": facts["servers"],
         "Protocol versions": facts["versions"],
     }

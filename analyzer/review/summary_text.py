@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import textwrap
+from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
@@ -19,9 +20,11 @@ def summary_text(analysis: Analysis | CallStream, width: int = 80) -> str:
 
     The counts, the calls to look at, the writes executed more than once, the retry chains; the last two
     are read once every call has been (a CallStream knows them only then)."""
-    tally, failing, ran_again, settled = Tally(), [], set[str](), 0
+    tally, failing, ran_again, settled, senders = Tally(), [], set[str](), 0, Counter[str]()
     for call in iter_records(analysis):
         tally.add(call)
+        if call["client"] and (process := call["client"]["process"]):
+            senders[f"pid {process['pid']} ({process['name']})"] += 1
         # A stream settles a duplicate execution after its first run is final: that run is listed with the
         # writes executed more than once below; the later ones (flagged) are listed here too.
         for duplicate in analysis.duplicate_executions[settled:]:
@@ -29,6 +32,8 @@ def summary_text(analysis: Analysis | CallStream, width: int = 80) -> str:
         settled = len(analysis.duplicate_executions)
         failing += _call_to_look_at(call, width, call["call_id"] in ran_again)
     lines = _count_lines(tally.summary(analysis), width)
+    if senders:  # measured by the recorder (addon/peer_process.py): the processes that sent the calls
+        lines += counts("client processes:", dict(senders.most_common(10)), width)
     if failing:
         lines += ["", "calls to look at:", *failing]
     lines += _duplicate_lines(analysis, width)

@@ -18,6 +18,8 @@ from typing import Any
 import pytest
 
 from mcp_blackbox.analyzer.outputs.analysis import analyze
+from mcp_blackbox.analyzer.review.summary_markdown import summary_markdown
+from mcp_blackbox.analyzer.review.summary_text import summary_text
 from tests.e2e.test_stdio_record import server_command, wrapped
 from tests.support.processes import REPO_ROOT, child_env, start_server
 from tests.support.proxy import start_mitmdump
@@ -68,6 +70,13 @@ def test_each_call_names_the_process_that_sent_it_and_no_chain_spans_two(tmp_pat
     for duplicate in analysis.duplicate_executions:
         assert len({pid_of[c] for c in duplicate.record()["calls"]}) == 1, duplicate.record()
     assert not [c for c in calls if "DUPLICATE_EXECUTION" in c["flags"]], "each process wrote once"
+    # The summaries name them: the terminal's counts and the incident document's header.
+    named = [f"pid {pid} ({Path(sys.executable).name})" for pid in sorted(pids)]
+    text = summary_text(analyze([proxy.flow_file]), width=200)
+    assert all(name in text.split("client processes:")[1].splitlines()[0] for name in named), text
+    markdown = summary_markdown(analyze([proxy.flow_file]), [str(proxy.flow_file)])
+    (line,) = [line for line in markdown.splitlines() if line.startswith("- Client processes:")]
+    assert all(name in line for name in named), line
 
 
 def test_a_stdio_call_names_the_client_that_started_the_server(tmp_path: Path) -> None:
