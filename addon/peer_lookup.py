@@ -21,8 +21,12 @@ if TYPE_CHECKING:
     from mcp_blackbox.analyzer.wire.metadata import ParentRecord, ProcessRecord
 
 Address = tuple[str, int]
-# Executables that carry other processes' requests: a peer named so is a gateway, not the client.
-PROXIES = frozenset({"nginx", "haproxy", "caddy", "envoy", "traefik", "mcp-proxy", "mitmdump", "mitmproxy"})
+# Executables that carry other processes' requests: a peer named so is a gateway, not the client. Proxies,
+# and the forwarders a container's or a tunnel's traffic arrives through.
+PROXIES = frozenset({
+    "nginx", "haproxy", "caddy", "envoy", "traefik", "mcp-proxy", "mitmdump", "mitmproxy",
+    "docker-proxy", "rootlessport", "slirp4netns", "socat", "kubectl", "ssh", "sshd",
+})  # fmt: skip
 PARENTS = 8  # how far up the parent chain the record goes (enough to reach `run`'s command)
 
 

@@ -5,6 +5,7 @@ is not well formed, names no client."""
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -15,7 +16,7 @@ from typing import Any
 import psutil
 import pytest
 
-from mcp_blackbox.addon.peer_lookup import owner_of, owners_of
+from mcp_blackbox.addon.peer_lookup import describe, owner_of, owners_of
 from mcp_blackbox.addon.peer_process import HelperProcess, PeerProcesses, is_loopback
 from mcp_blackbox.analyzer.model.identity import ClientProcess
 from mcp_blackbox.analyzer.read.load import process_of
@@ -147,3 +148,18 @@ def test_the_parent_chain_goes_into_the_first_flow_of_a_connection_only() -> Non
     peers.close_after_pending(5)
     assert peers.of("a") == (True, record)
     assert peers.of("a") == (True, {"pid": 7, "name": "x", "started_at": 1.0})
+
+
+def test_a_forwarder_is_described_as_a_gateway(tmp_path: Any) -> None:
+    """A peer whose executable is a proxy or a forwarder carries other processes' requests: a real process
+    named socat (a copy of sleep) is described with ``gateway``, and the analysis names no client for it."""
+    forwarder = tmp_path / "socat"
+    shutil.copy(shutil.which("sleep") or "/bin/sleep", forwarder)
+    process = subprocess.Popen([str(forwarder), "5"])
+    try:
+        described = describe(psutil.Process(process.pid))
+    finally:
+        process.kill()
+        process.wait()
+    assert described["name"] == "socat" and described.get("gateway") is True
+    assert process_of(described) is None
