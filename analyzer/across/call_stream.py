@@ -21,6 +21,7 @@ from mcp_blackbox.analyzer.across.clients import Clients
 from mcp_blackbox.analyzer.across.executions import Duplicates
 from mcp_blackbox.analyzer.across.retries import RETRY_WINDOW, Retries, add_gateway_services
 from mcp_blackbox.analyzer.calls.classify import CaptureFacts, judge
+from mcp_blackbox.analyzer.calls.gateway import gateway_sign
 from mcp_blackbox.analyzer.calls.pair import Pairer, legacy_session_of_endpoint, scope_of
 from mcp_blackbox.analyzer.calls.stdio_calls import stderr_of
 from mcp_blackbox.analyzer.model.contract import DuplicateRecord, RetryGroupRecord
@@ -90,6 +91,7 @@ class CallStream(ReadFigures):
         self.stream_events: list[dict[str, Any]] = []
         self.auth_steps: list[dict[str, Any]] = []
         self.notes: list[str] = []
+        self._gateways: dict[str, tuple[str, int]] = {}  # name -> (how the first response showed it, responses)
         self._legacy_streams: dict[str, str] = {}
         # What a flow still open will bring, and since when: an HTTP+SSE session's event stream (its POSTs
         # are answered there), the server's request that a client's answer names (sent on a stream not yet
@@ -130,6 +132,7 @@ class CallStream(ReadFigures):
                 last_round = self._watermark
                 yield from self._round(self._frontier())
         yield from self._round(float("inf"))
+        self.notes += [_gateway_note(name, how, count) for name, (how, count) in self._gateways.items()]
         if self._without_times:
             self.notes.append(
                 f"{self._without_times} event stream(s) without per-event times (recorded without the addon, or "
@@ -167,6 +170,9 @@ class CallStream(ReadFigures):
             self._without_times += 1
         exchange.scope = scope_of(exchange, self._legacy_streams)
         exchange.error_text = decoded.error_text
+        if (sign := gateway_sign(exchange)) is not None:
+            how, count = self._gateways.get(sign[0], (sign[1], 0))
+            self._gateways[sign[0]] = (how, count + 1)
         if self.window is not None:
             self._await(exchange, extracted)
         if self.window is None:
@@ -326,6 +332,14 @@ class Settled:
 
     def record(self) -> RetryGroupRecord | DuplicateRecord:
         return self.recorded
+
+
+def _gateway_note(name: str, how: str, count: int) -> str:
+    return (
+        f"a gateway is in the path: {name} ({how}; {count} response(s) show it). What it did behind this "
+        "recorder (its own retries, the attempts it sent upstream, its timeouts) is not in the capture: a "
+        "write it answered 502 or 504 may have run, more than once"
+    )
 
 
 def _not_mcp(exchange: Exchange, extracted: Extracted) -> str:

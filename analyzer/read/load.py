@@ -383,7 +383,9 @@ ANALYZED_HEADERS = frozenset(
         "mcp-name",
         "last-event-id",
         "retry-after",
+        "server",  # a gateway in the path (analyzer/calls/gateway.py)
         "user-agent",
+        "via",
         "www-authenticate",
         "x-envoy-attempt-count",
         "x-request-id",
