@@ -1,9 +1,10 @@
 """Did a tool run, and did a write run twice?
 
 Whether a ``tools/call`` executed is read from its verdict: a result or an answer of the wrong shape
-means the server ran it; a cut stream, a cancel, a 5xx or a request that got no response leaves it
-unknown (it may have run); a refusal (4xx, a JSON-RPC error) means it did not run, and so does a
-connection the proxy never made to the server.
+means the server ran it, but an isError saying the tool is unknown; a cut stream, a cancel, a 5xx or a
+request that got no response leaves it unknown (it may have run); a refusal (4xx, 429 among them, a
+JSON-RPC error such as -32601 or -32602) means it did not run, and so do a gateway's 502 with no live
+upstream and a connection the proxy never made to the server.
 
 DUPLICATE_EXECUTION is a fact about side effects, whether or not the second call was a retry: the same
 client lineage executed, again, a tool not marked ``readOnlyHint`` or ``idempotentHint`` in
@@ -30,6 +31,8 @@ class Execution(Enum):
 
 def execution(call: Call) -> Execution:
     outcome = call.outcome
+    if outcome is Outcome.TOOL_ERROR and _unknown_tool(call):
+        return Execution.NOT_RUN
     if outcome in (Outcome.TOOL_SUCCESS, Outcome.TOOL_ERROR) or outcome in ANSWERED_WRONGLY:
         return Execution.RAN
     if Flag.ANSWERED_AFTER_CANCEL in call.flags:
@@ -37,9 +40,20 @@ def execution(call: Call) -> Execution:
     if outcome is Outcome.NO_RESPONSE and _never_reached_the_server(call):
         return Execution.NOT_RUN
     status = call.exchange.status
-    if outcome in EFFECTS_UNKNOWN or (outcome is Outcome.HTTP_ERROR and status is not None and status >= 500):
+    if outcome is Outcome.HTTP_ERROR and status is not None and status >= 500 and not _no_upstream(call, status):
         return Execution.MAYBE
-    return Execution.NOT_RUN
+    return Execution.MAYBE if outcome in EFFECTS_UNKNOWN else Execution.NOT_RUN
+
+
+def _unknown_tool(call: Call) -> bool:
+    """isError saying the server has no such tool (the Python SDK: "Unknown tool: x"): nothing ran."""
+    return "unknown tool" in (call.error_message or "").lower()
+
+
+def _no_upstream(call: Call, status: int) -> bool:
+    """A gateway's own 502 with no upstream to send the request to (nginx: "no live upstreams"): it went
+    nowhere."""
+    return status == 502 and "no live upstream" in (call.exchange.error_text or "").lower()
 
 
 def _never_reached_the_server(call: Call) -> bool:

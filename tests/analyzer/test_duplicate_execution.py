@@ -119,3 +119,25 @@ def test_look_alikes_are_not_duplicates(tmp_path: Path) -> None:
     )
     assert flagged(analysis) == []
     assert analysis.duplicate_executions == []
+
+
+def test_an_unknown_tool_and_a_gateway_with_no_live_upstream_did_not_run(tmp_path: Path) -> None:
+    """Issue 21: requests that never reached a tool are not executions; the look-alikes beside them are."""
+    unknown = result(2, {"content": [{"type": "text", "text": "Unknown tool: write_record"}], "isError": True})
+    nowhere = b"<html><body><center><h1>502 Bad Gateway</h1></center>no live upstreams</body></html>"
+    bad_gateway = b"<html><body><center><h1>502 Bad Gateway</h1></center><center>nginx</center></body></html>"
+    analysis = analysis_of(
+        tmp_path, *start("A", 100.0),
+        tool(2, "write_record", "A", 100.1, body=unknown),
+        tool(3, "write_record", "A", 100.3),
+        tool(4, "write_record", "A", 100.5, {"key": "order-2"}, status=502, body=nowhere, content_type="text/html"),
+        tool(5, "write_record", "A", 100.7, {"key": "order-2"}),
+        # Look-alikes: an isError of the tool's own, and a 502 after the upstream took the request, may have run.
+        tool(6, "write_record", "A", 100.9, {"key": "order-3"}, body=result(6, {"content": [], "isError": True})),
+        tool(7, "write_record", "A", 101.1, {"key": "order-3"}),
+        tool(8, "write_record", "A", 101.3, {"key": "order-4"}, status=502, body=bad_gateway, content_type="text/html"),
+        tool(9, "write_record", "A", 101.5, {"key": "order-4"}),
+    )  # fmt: skip
+    assert flagged(analysis) == [("write_record", 7), ("write_record", 9)]
+    executions = [d.record()["executions"] for d in analysis.duplicate_executions]
+    assert executions == [["ran", "ran"], ["may have run", "ran"]]
