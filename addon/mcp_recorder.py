@@ -255,6 +255,8 @@ class McpRecorder:
         known, process = self.peers.of(flow.client_conn.id)
         if known:
             record["client_process"] = process
+        if self.peers.owed and (earlier := self.peers.settled()):
+            record["earlier_connections"] = earlier
         # In the state before judging it: the verdict reads the stream record like the analyzer does.
         flow.metadata[METADATA_KEY] = record
         verdict = judge_flow(flow)

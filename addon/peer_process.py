@@ -118,6 +118,7 @@ class PeerProcesses:
         self.worker: threading.Thread | None = None
         self.found: OrderedDict[str, Future[ProcessRecord | None]] = OrderedDict()
         self.told: OrderedDict[str, None] = OrderedDict()  # connections whose parent chain a flow carries
+        self.owed: OrderedDict[str, None] = OrderedDict()  # connections a flow of was written without it
         self.enabled = True  # mcp_client_process
         self.seconds = 0.0  # spent in lookups
         self.scans = 0
@@ -167,7 +168,12 @@ class PeerProcesses:
         process alone, which is all a flow needs to name it (every flow written is a few bytes shorter)."""
         future = self.found.get(connection_id)
         if future is None or not future.done() or future.cancelled():  # cancelled: the recorder is stopping
+            if future is not None and not future.cancelled():
+                self.owed[connection_id] = None
+                while len(self.owed) > REMEMBERED:
+                    self.owed.popitem(last=False)
             return False, None
+        self.owed.pop(connection_id, None)
         found = future.result()
         if found is None or connection_id in self.told:
             return True, _without_parents(found)
@@ -175,6 +181,19 @@ class PeerProcesses:
         while len(self.told) > REMEMBERED:
             self.told.popitem(last=False)
         return True, found
+
+    def settled(self) -> dict[str, ProcessRecord | None]:
+        """The processes found since for connections a flow of was written without one, said once: the next
+        flow written carries them (``FlowRecord.earlier_connections``)."""
+        done = {}
+        for connection_id in list(self.owed):
+            future = self.found.get(connection_id)
+            if future is None or future.cancelled():
+                del self.owed[connection_id]
+            elif future.done():
+                del self.owed[connection_id]
+                done[connection_id] = _without_parents(future.result())
+        return done
 
     def close(self) -> None:
         """Stop the worker after its current scan; lookups still queued are cancelled."""

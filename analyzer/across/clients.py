@@ -69,8 +69,13 @@ class _Unit:
     @property
     def source(self) -> str:
         """The recording it is in: lineages never join units of two recordings, but a rotated recording's
-        files are one (analyzer/inputs.recording_of)."""
-        return recording_of(self.first.exchange.source)
+        files are one (analyzer/inputs.recording_of), and so are the stdio captures of one client process:
+        each run of a server it started is a file of its own (record --stdio -w DIR/), and the process that
+        started them all is measured (the header's client_process), not guessed from their content."""
+        exchange = self.first.exchange
+        if exchange.stdio is not None and self.process is not None:
+            return f"stdio servers of pid {self.process.pid} started {self.process.started_at:.6f}"
+        return recording_of(exchange.source)
 
 
 @dataclass(slots=True)
@@ -104,6 +109,9 @@ class Clients:
         self.units: dict[str, _Unit] = {}
         self.fresh: list[_Unit] = []
         self.lineages = _Lineages()
+        # connection -> (its process, when last seen): the recorder names a connection's process on the
+        # flows that ended after its lookup did, so a unit whose own flows ended first takes it from there.
+        self.processes: dict[str, tuple[ClientProcess, float]] = {}
 
     def feed(self, call: Call) -> None:
         """Add ``call`` to its unit: a linked unit's lineage grows with it at once; an unlinked unit keeps
@@ -142,6 +150,10 @@ class Clients:
             unit.connections.setdefault(exchange.client_conn)
         unit.user_agent = unit.user_agent or exchange.request_headers.get("user-agent")
         unit.process = unit.process or exchange.client_process
+        if exchange.client_process is not None and exchange.client_conn:
+            self.processes[exchange.client_conn] = (exchange.client_process, unit.end)
+        for connection, process in exchange.earlier_processes:
+            self.processes[connection] = (process, unit.end)
         facts = call.request.facts
         if facts is not None:
             unit.client_info = unit.client_info or facts.client
@@ -157,12 +169,18 @@ class Clients:
         fresh = sorted(self.fresh, key=lambda u: u.start)
         ready = [u for u in fresh if u.start < before]
         self.fresh = fresh[len(ready) :]
+        for unit in ready:
+            if unit.process is None:
+                known = (self.processes.get(c) for c in unit.connections)
+                unit.process = next((found[0] for found in known if found is not None), None)
         _link(ready, self.lineages)
 
     def forget(self, before: float) -> None:
         """Drop linked units that ended before ``before``, and what only they used."""
         for name in [n for n, u in self.units.items() if u.identity is not None and u.end < before]:
             del self.units[name]
+        for connection in [c for c, (_, seen) in self.processes.items() if seen < before]:
+            del self.processes[connection]
         self.lineages.forget(before)
 
 

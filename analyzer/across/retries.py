@@ -682,6 +682,19 @@ def _on_crowded_pool_connection(repeat: _Repeat) -> bool:
     return _on_pool_connection(repeat) and repeat.history.crowded(repeat.before, repeat.call)
 
 
+def _restarted_stdio_server(repeat: _Repeat) -> bool:
+    """The same client process (measured: the header of each server run's capture) sent the request again to
+    a stdio server it started anew after the last one failed it: a restart and a re-send, not the
+    application's next run, which would be another process. Not high: one process may host several
+    clients. Over HTTP a process's next session says less (an agent framework runs its next case in the
+    same process), so the rules above decide there."""
+    before, after = repeat.before, repeat.call
+    if before.exchange.stdio is None or after.exchange.stdio is None:
+        return False
+    process = before.client.process if before.client is not None else None
+    return process is not None and after.client is not None and after.client.process == process
+
+
 def _opening_again(repeat: _Repeat) -> bool:
     """The client never got in: opening again is its next attempt, not a next run."""
     return repeat.call.method in OPENING_METHODS
@@ -770,6 +783,12 @@ _ORIGIN_RULES: tuple[_Rule, ...] = (
         RetryOrigin.APP_RETRY,
         Confidence.MEDIUM,
         (_SENT_AGAIN, "on a fresh {r.unit_kind} ({r.joined}) that first re-ran the calls before the failed one"),
+    ),
+    _Rule(
+        _restarted_stdio_server,
+        RetryOrigin.APP_RETRY,
+        Confidence.MEDIUM,
+        (_SENT_AGAIN, "to the stdio server the same process (pid {r.call.client.process.pid}) started again"),
     ),
     _Rule(
         _lone_request_on_new_unit,

@@ -75,6 +75,8 @@ class Exchange:
     # The local process that sent it, as the recorder looked it up (analyzer/read/load.py: ``process_of``); None
     # when not recorded, remote, or a gateway's.
     client_process: ClientProcess | None = None
+    # Processes the recorder found late for earlier connections (FlowRecord.earlier_connections): (id, process).
+    earlier_processes: tuple[tuple[str, ClientProcess], ...] = ()
     error_text: str | None = None  # an HTTP error's body, whitespace folded, cut (analyzer.extract.error_text)
     stdio: StdioSession | None = None  # the session of a line read from a stdio capture (analyzer/read/stdio_load.py)
 

@@ -57,7 +57,11 @@ ANALYSIS_FIELDS: Want = {
     ),
     "response": dict.fromkeys(("status_code", "headers", "content", "timestamp_start", "timestamp_end"), True),
     "metadata": {
-        METADATA_KEY: {"stream": {**dict.fromkeys(STREAM_FIELDS, True), "chunks": ENCODED}, "client_process": True}
+        METADATA_KEY: {
+            "stream": {**dict.fromkeys(STREAM_FIELDS, True), "chunks": ENCODED},
+            "client_process": True,
+            "earlier_connections": True,
+        }
     },
 }
 
@@ -491,6 +495,12 @@ def _exchange(state: dict[str, Any], source: str, index: int, keep_all: bool) ->
         client_addr=_address(peer),
         client_process=process_of(record.get("client_process")) if isinstance(record, dict) else None,
     )
+    if isinstance(record, dict) and isinstance(earlier := record.get("earlier_connections"), dict):
+        exchange.earlier_processes = tuple(
+            (connection, process)
+            for connection, recorded in earlier.items()
+            if isinstance(connection, str) and (process := process_of(recorded)) is not None
+        )
     response = state.get("response")
     if response:
         exchange.status = int(response["status_code"])

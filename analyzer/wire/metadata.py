@@ -71,6 +71,9 @@ class FlowRecord(TypedDict, total=False):
     # The process that sent it, when the recorder looked it up: None for a remote client or a lookup that
     # found none; absent when not recorded (an older recorder, or the flow ended before the lookup did).
     client_process: ProcessRecord | None
+    # The processes of earlier connections all of whose flows ended before their lookups did (a stateless
+    # client's connection of one request), by mitmproxy's client connection id: said on the next flow.
+    earlier_connections: dict[str, ProcessRecord | None]
 
 
 def stream_end_reason(error_message: str, side: str | None = None) -> StreamEnd:

@@ -20,7 +20,7 @@ import pytest
 from mcp_blackbox.analyzer.outputs.analysis import analyze
 from mcp_blackbox.analyzer.review.summary_markdown import summary_markdown
 from mcp_blackbox.analyzer.review.summary_text import summary_text
-from tests.e2e.test_stdio_record import server_command, wrapped
+from tests.e2e.test_stdio_record import WRAPPER, server_command, wrapped
 from tests.support.processes import REPO_ROOT, child_env, start_server
 from tests.support.proxy import start_mitmdump
 
@@ -91,3 +91,29 @@ def test_a_stdio_call_names_the_client_that_started_the_server(tmp_path: Path) -
     calls = analyze([capture]).calls
     assert calls and {c["client"]["process"]["pid"] for c in calls} == {client.pid}
     assert {c["client"]["process"]["name"] for c in calls} == {Path(sys.executable).name}
+
+
+def test_a_stdio_server_restarted_by_its_client_is_one_recording_and_the_re_send_is_linked(tmp_path: Path) -> None:
+    """The client's server died mid-call; it started the server again (a second wrapper, a second file in the
+    directory) and sent the call again. Both files name the same client process: one recording, and the
+    re-send is a retry of the call the crash ended. Two clients' files are never joined."""
+    captures = tmp_path / "caps"
+    captures.mkdir()
+    once = tmp_path / "crashed-once"
+    command = [WRAPPER, "record", "--stdio", "-w", f"{captures}/", "--", *server_command("py")]
+    argv = [sys.executable, "-m", "tests.clients.py_stdio_restart", "--command", command[0]]
+    argv += ["--args", json.dumps(command[1:]), "--tool", "crash"]
+    argv += ["--tool-args", json.dumps({"how": "exit", "once": str(once)})]
+    client = subprocess.Popen(argv, cwd=REPO_ROOT, env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    out, _ = client.communicate(timeout=90)
+    attempts = json.loads(out)["attempts"]
+    assert [a["ok"] for a in attempts] == [False, True], attempts
+    files = sorted(captures.iterdir())
+    assert len(files) == 2, files
+    analysis = analyze([captures])
+    crashes = [c for c in analysis.calls if c["tool"] == "crash"]
+    assert [c["outcome"] for c in crashes] == ["NO_RESPONSE", "TOOL_SUCCESS"], crashes
+    assert {c["client"]["process"]["pid"] for c in crashes} == {client.pid}
+    assert crashes[0]["client"]["lineage"] == crashes[1]["client"]["lineage"], "one client across the restart"
+    assert crashes[0]["retry_group"] is not None and crashes[0]["retry_group"] == crashes[1]["retry_group"], crashes
+    assert crashes[1]["attempt"] == 2

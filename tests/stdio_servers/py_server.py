@@ -7,7 +7,8 @@ Tools:
 - ``big(size)``: a text result of ``size`` characters (a line of several MB on stdout);
 - ``swallow()``: catches its own exception, logs the traceback to stderr and returns an empty success;
 - ``chatty(text)``: logs an info line to stderr (no exception: a look-alike of ``swallow``) and echoes the text;
-- ``crash(how)``: dies mid-call: ``exit`` (os._exit(3)) or ``signal`` (SIGKILL to itself), after a line on stderr.
+- ``crash(how, once)``: dies mid-call: ``exit`` (os._exit(3)) or ``signal`` (SIGKILL to itself), after a line on
+  stderr; with ``once`` (a path) only the first time.
 
 ``--banner`` prints a line to stdout before serving, the mistake of a server that greets on stdout: the
 SDK points fd 1 at stderr only once it serves, so the greeting reaches the client as a non-JSON line.
@@ -57,8 +58,13 @@ def build() -> MCPServer:
         return text
 
     @mcp.tool(structured_output=False)
-    def crash(how: str = "exit") -> str:
-        """Die in the middle of the call."""
+    def crash(how: str = "exit", once: str | None = None) -> str:
+        """Die in the middle of the call; with ``once`` (a path), only if that file does not exist yet (it
+        is made first), so a restarted server answers the same call."""
+        if once is not None:
+            if os.path.exists(once):
+                return "survived"
+            open(once, "w").close()
         print(f"crash: dying by {how}", file=sys.stderr, flush=True)
         if how == "signal":
             os.kill(os.getpid(), signal.SIGKILL)

@@ -163,3 +163,18 @@ def test_a_forwarder_is_described_as_a_gateway(tmp_path: Any) -> None:
         process.wait()
     assert described["name"] == "socat" and described.get("gateway") is True
     assert process_of(described) is None
+
+
+def test_a_connection_whose_flows_all_ended_before_its_lookup_is_named_on_a_later_flow() -> None:
+    """A stateless client's connection of one request: its flow is written before the lookup is done, so the
+    next flow written names it (FlowRecord.earlier_connections), once."""
+    release = threading.Event()
+    record = {"pid": 7, "name": "x", "started_at": 1.0, "parents": [{"pid": 1, "name": "init"}]}
+    peers = PeerProcesses(lambda wanted: [release.wait(5) and record for _ in wanted])
+    peers.connected("short", ("127.0.0.1", 1), ("127.0.0.1", 80))
+    assert peers.of("short") == (False, None), "its only flow is written without it"
+    assert peers.settled() == {}, "not found yet"
+    release.set()
+    peers.close_after_pending(5)
+    assert peers.settled() == {"short": {"pid": 7, "name": "x", "started_at": 1.0}}
+    assert peers.settled() == {}, "said once"
