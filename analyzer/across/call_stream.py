@@ -16,6 +16,7 @@ from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
+from mcp_blackbox.analyzer.across.affinity import Affinity
 from mcp_blackbox.analyzer.across.call_ids import CallIds
 from mcp_blackbox.analyzer.across.clients import Clients
 from mcp_blackbox.analyzer.across.executions import Duplicates
@@ -114,6 +115,7 @@ class CallStream(ReadFigures):
         self._ids = CallIds()
         self._clients = Clients(self.facts.versions)
         self._retries = Retries(self.facts)
+        self._affinity = Affinity()
         self._duplicates = Duplicates(self.facts)
         self._services: dict[str, str] = {}
         self._number = 0
@@ -133,6 +135,7 @@ class CallStream(ReadFigures):
                 yield from self._round(self._frontier())
         yield from self._round(float("inf"))
         self.notes += [_gateway_note(name, how, count) for name, (how, count) in self._gateways.items()]
+        self.notes += self._affinity.notes()
         if self._without_times:
             self.notes.append(
                 f"{self._without_times} event stream(s) without per-event times (recorded without the addon, or "
@@ -282,6 +285,7 @@ class CallStream(ReadFigures):
             call.number = self._number
             self._ids.assign(call)
             self._clients.feed(call)
+            self._affinity.feed(call)
             self._pairer.forget_flow(call.exchange.flow_id)
         if self.window is None:  # every call has its id: what gave them is not needed again
             self._ids = CallIds()
