@@ -57,14 +57,8 @@ class _Unit:
 
     @property
     def host(self) -> str | None:
-        """Where its calls came from: the client's address, and its process when the recorder knew it. Units of
-        two recorded processes are never one client's; a recorded unit never joins an unrecorded one's
-        lineage either (nothing says they are the same process)."""
         address = self.first.exchange.client_addr
-        host = address.rpartition(":")[0] if address else None
-        if self.process is None:
-            return host
-        return f"{host} pid {self.process.pid} started {self.process.started_at:.6f}"
+        return address.rpartition(":")[0] if address else None
 
     @property
     def source(self) -> str:
@@ -85,6 +79,7 @@ class _Lineage:
     host: str | None
     source: str
     end: float
+    process: ClientProcess | None = None  # the first its units name (the recorder measured it)
 
 
 def unit_of(call: Call) -> str:
@@ -244,10 +239,15 @@ class _Lineages:
 def _link(units: list[_Unit], lineages: _Lineages) -> None:
     for unit in units:
         lineage, joined = _lineage_for(unit, lineages)
+        if lineage is not None and unit.process is not None and _other_process(unit, lineage):
+            # Measured, not inferred: two processes are two clients, whatever the rest of the wire says.
+            joined = f"first seen (pid {unit.process.pid}, not {lineage.name}'s process)"
+            lineage = None
         if lineage is None:
             lineage = lineages.new(unit)
             if not is_session_unit(unit.name) and unit.software != (None, None):
-                lineages.stateless.setdefault((unit.software, unit.host, unit.source), lineage)
+                lineages.stateless[(unit.software, unit.host, unit.source)] = lineage
+        lineage.process = lineage.process or unit.process
         lineages.extend(lineage, unit.end)
         for connection in unit.connections:
             lineages.used(connection, lineage, unit.start, unit.end)
@@ -299,3 +299,9 @@ def _lineage_for(unit: _Unit, lineages: _Lineages) -> tuple[_Lineage | None, str
 def _origin(unit: _Unit) -> str:
     """What the unit shares with its lineage besides the software: a recorded process, else the address."""
     return f"process (pid {unit.process.pid})" if unit.process is not None else "address"
+
+
+def _other_process(unit: _Unit, lineage: _Lineage) -> bool:
+    """The recorder named a process for both, and not the same one. A unit it named none for (its flows
+    ended before the lookup) may still join: unknown is not different."""
+    return unit.process is not None and lineage.process is not None and unit.process != lineage.process

@@ -116,6 +116,8 @@ class Runner:
         try:
             with anyio.fail_after(self.args.timeout):
                 await self._session()
+                if self.args.rerun_on_failure and not all(record["ok"] for record in self.results):
+                    await self._session()  # the application's loop: every step again, in a new session
         except TimeoutError:
             self.fatal = self.fatal or {
                 "type": "TimeoutError",
@@ -208,6 +210,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     auth.add_argument("--auth-retry-token", default=None, help="send no token until a 401, then retry with T")
     parser.add_argument("--timeout", type=float, default=20.0, help="overall deadline, seconds")
     parser.add_argument("--step-timeout", type=float, default=10.0, help="per-step deadline, seconds")
+    parser.add_argument(
+        "--rerun-on-failure",
+        action="store_true",
+        help="when a step failed, run every step once more in a new session of the same process (an app loop)",
+    )
     return parser.parse_args(argv)
 
 

@@ -1,6 +1,7 @@
 """``mcp-blackbox diff`` on two real captures: the official Python SDK client against the test server through
-mitmdump with the addon, once with a 503 on write_record (the application runs again, so the write runs
-twice) and once after the fault is removed. What the client saw labels the calls, not the analyzer."""
+mitmdump with the addon, once with a 503 on write_record (the application's loop runs every step again, in
+a new session of the same process) and once after the fault is removed. What the client saw labels the
+calls, not the analyzer."""
 
 from __future__ import annotations
 
@@ -28,7 +29,9 @@ STEPS = [
 
 
 def record(tmp_path: Path, name: str, *, fault: bool) -> tuple[Path, list[dict[str, Any]]]:
-    """Run the application; it runs once more when its write failed, as the sample's application does."""
+    """Run the application; its loop runs every step once more, in the same process, when its write failed.
+    (A second process would be another client: the recorder names each process, and the analysis never
+    chains two processes' calls.)"""
     runs = []
     with start_server("stateful") as server:
         control = Control(server.port)
@@ -37,9 +40,10 @@ def record(tmp_path: Path, name: str, *, fault: bool) -> tuple[Path, list[dict[s
             control.faults(WRITE)
         proxy = start_mitmdump(f"reverse:http://127.0.0.1:{server.port}", tmp_path, name=name)
         try:
-            runs.append(run_py_client(f"{proxy.url}/mcp", STEPS, mode="legacy", timeout=30, step_timeout=10))
-            if not runs[-1]["steps"][1]["ok"]:
-                runs.append(run_py_client(f"{proxy.url}/mcp", STEPS, mode="legacy", timeout=30, step_timeout=10))
+            run = run_py_client(
+                f"{proxy.url}/mcp", STEPS, mode="legacy", timeout=30, step_timeout=10, rerun_on_failure=True
+            )
+            runs = [run["steps"][i : i + len(STEPS)] for i in range(0, len(run["steps"]), len(STEPS))]
         finally:
             time.sleep(0.3)
             proxy.stop()
@@ -56,8 +60,8 @@ def captures(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     before, runs_before = record(tmp_path_factory.mktemp("before"), "before", fault=True)
     after, runs_after = record(tmp_path_factory.mktemp("after"), "after", fault=False)
     # What the application saw: a failed write then a second run that wrote; after the fix, one run that wrote.
-    assert [[s["ok"] for s in run["steps"]] for run in runs_before] == [[True, False], [True, True]]
-    assert [[s["ok"] for s in run["steps"]] for run in runs_after] == [[True, True]]
+    assert [[s["ok"] for s in run] for run in runs_before] == [[True, False], [True, True]]
+    assert [[s["ok"] for s in run] for run in runs_after] == [[True, True]]
     return before, after
 
 

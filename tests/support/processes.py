@@ -179,6 +179,7 @@ def run_py_client(
     auth_retry_token: str | None = None,
     timeout: float = 20.0,
     step_timeout: float | None = None,
+    rerun_on_failure: bool = False,
 ) -> dict[str, Any]:
     """Run tests.clients.py_client and return its JSON result.
 
@@ -188,6 +189,8 @@ def run_py_client(
     argv += ["--transport", transport, "--mode", mode, "--timeout", str(timeout)]
     if step_timeout is not None:
         argv += ["--step-timeout", str(step_timeout)]
+    if rerun_on_failure:
+        argv.append("--rerun-on-failure")
     if auth_token:
         argv += ["--auth-token", auth_token]
     if auth_retry_token:
