@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
 
-from mcp_blackbox.analyzer.calls.classify import CaptureFacts
+from mcp_blackbox.analyzer.calls.classify import CaptureFacts, replayable
 from mcp_blackbox.analyzer.model.contract import DuplicateRecord
 from mcp_blackbox.analyzer.model.records import Call, Finding, Stage
 from mcp_blackbox.analyzer.model.vocabulary import ANSWERED_WRONGLY, EFFECTS_UNKNOWN, Flag, Outcome
@@ -60,12 +60,6 @@ def _never_reached_the_server(call: Call) -> bool:
     """mitmproxy could not connect upstream: the request never left the proxy."""
     error = (call.exchange.error or "").lower()
     return "connect" in error and ("failed" in error or "refused" in error)
-
-
-def replayable(tool: str | None, facts: CaptureFacts) -> bool:
-    """The capture's tools/list marks the tool read-only or idempotent: running it again changes nothing."""
-    hints = (facts.tools.get(tool or "") or {}).get("annotations")
-    return isinstance(hints, dict) and bool(hints.get("readOnlyHint") or hints.get("idempotentHint"))
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from mcp_blackbox.analyzer.across.clients import OPENING_METHODS
-from mcp_blackbox.analyzer.across.executions import Execution, execution, replayable
-from mcp_blackbox.analyzer.calls.classify import CaptureFacts
+from mcp_blackbox.analyzer.across.executions import Execution, execution
+from mcp_blackbox.analyzer.calls.classify import CaptureFacts, replayable
 from mcp_blackbox.analyzer.model.contract import RetryGroupRecord
 from mcp_blackbox.analyzer.model.records import C2S, Call, Exchange, Finding, RetryLink, Stage
 from mcp_blackbox.analyzer.model.slim import RequestFacts

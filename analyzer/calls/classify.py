@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from mcp_blackbox.analyzer.calls.gateway import gateway_sign
 from mcp_blackbox.analyzer.calls.schema_check import SchemaCheck, check_structured_content
 from mcp_blackbox.analyzer.calls.stdio_calls import exception_in, short_command
 from mcp_blackbox.analyzer.model.records import C2S, Call, Exchange, Message, Verdict
@@ -60,6 +61,12 @@ class Ruling:
     def verdict(self, line: Callable[[str], str] = str) -> Verdict:
         evidence = tuple(line(text) for text in self.evidence)
         return Verdict(self.outcome, evidence, tuple(sorted(set(self.flags))), self.error_code, self.error_message)
+
+
+def replayable(tool: str | None, facts: CaptureFacts) -> bool:
+    """The capture's tools/list marks the tool read-only or idempotent: running it again changes nothing."""
+    hints = (facts.tools.get(tool or "") or {}).get("annotations")
+    return isinstance(hints, dict) and bool(hints.get("readOnlyHint") or hints.get("idempotentHint"))
 
 
 def judge(call: Call, facts: CaptureFacts) -> Verdict:
@@ -247,7 +254,20 @@ def _classify_http_error(call: Call, status: int, facts: CaptureFacts, evidence:
         evidence.append(f"body is not a JSON-RPC error: {call.exchange.error_text!r}")
     else:
         evidence.append("body is not a JSON-RPC error")
+    evidence.extend(_behind_a_gateway(call, status, facts))
     return Ruling(Outcome.HTTP_ERROR, evidence, flags, error_message=call.exchange.error_text)
+
+
+def _behind_a_gateway(call: Call, status: int, facts: CaptureFacts) -> list[str]:
+    """A gateway's 502 or 504 to a write: it may have reached the server, and the gateway may have sent it to
+    more than one upstream; none of that is in a capture taken in front of it."""
+    sign = gateway_sign(call.exchange) if status in (502, 504) else None
+    if sign is None or call.method != "tools/call" or replayable(call.tool, facts):
+        return []
+    return [
+        f"{sign[0]} answered {status} ({sign[1]}): the write may have run, possibly more than once "
+        "(the gateway's own retries are invisible here)"
+    ]
 
 
 def _body_cut(exchange: Exchange) -> bool:

@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 
 from mcp_blackbox.analyzer import analyze
-from tests.analyzer.flows import exchange, result, text_result, tool_call, write
+from tests.analyzer.flows import exchange, result, rpc, text_result, tool_call, write
 
+HTML = "text/html"
 NGINX_502 = "<html><head><title>502 Bad Gateway</title></head><body><center><h1>502 Bad Gateway</h1></center><hr><center>nginx</center></body></html>"  # noqa: E501
 HAPROXY_503 = (
     "<html><body><h1>503 Service Unavailable</h1>\nNo server is available to handle this request.\n</body></html>"
@@ -63,3 +64,22 @@ def test_a_gateway_is_named_once_with_how_it_showed(
 )
 def test_an_mcp_servers_own_answers_name_no_gateway(tmp_path: Path, flow_kw: dict[str, Any]) -> None:
     assert notes_of(tmp_path, ok(1, 100.0, **flow_kw)) == []
+
+
+def test_a_gateways_504_to_a_write_may_have_run_more_than_once(tmp_path: Path) -> None:
+    tools = {"tools": [{"name": "lookup", "annotations": {"readOnlyHint": True}}, {"name": "write_record"}]}
+    gateway = {"server": "nginx/1.22.1"}
+    timeout = b"<html><center><h1>504 Gateway Time-out</h1></center><hr><center>nginx</center></html>"
+    flows = [
+        exchange(rpc(1, "tools/list"), body=result(1, tools), at=100.0),
+        exchange(tool_call(2, "write_record"), status=504, body=timeout, content_type=HTML,
+                 response_headers=gateway, at=101.0),
+        exchange(tool_call(3, "lookup"), status=504, body=timeout, content_type=HTML,
+                 response_headers=gateway, at=102.0),  # read-only: running it twice changes nothing
+        exchange(tool_call(4, "write_record"), status=504, body=b"upstream timed out", content_type="text/plain",
+                 at=103.0),  # no gateway shows: the server's own 504
+    ]  # fmt: skip
+    calls = {c["jsonrpc_id"]: c for c in analyze([write(tmp_path, *flows)]).calls}
+    line = "nginx answered 504 (Server: nginx/1.22.1): the write may have run, possibly more than once"
+    assert calls[2]["evidence"][-1] == f"{line} (the gateway's own retries are invisible here)"
+    assert not any("may have run" in e for c in (calls[3], calls[4]) for e in c["evidence"])
