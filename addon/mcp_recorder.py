@@ -154,6 +154,7 @@ class McpRecorder:
 
     @never_raises
     def running(self) -> None:
+        self.peers.start()
         path = ctx.options.mcp_listen_file
         if not path:
             return

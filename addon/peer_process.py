@@ -84,6 +84,14 @@ class HelperProcess:
             self.close()
             return [None] * len(wanted)
 
+    def warm(self) -> None:
+        """Start the helper now, from the worker thread (never mitmdump's event loop)."""
+        if not self.failed:
+            try:
+                self._started()
+            except OSError:
+                self.failed = True
+
     def _started(self) -> subprocess.Popen[str]:
         if self.process is None:
             self.process = subprocess.Popen(
@@ -124,13 +132,18 @@ class PeerProcesses:
         self.scans = 0
         self.count = 0
 
+    def start(self) -> None:
+        """Start the worker, and with it the helper, before the first client: a helper started by the first
+        connection takes a Python start-up, and a short connection's socket is gone by then."""
+        if self.enabled and self.worker is None:
+            self.worker = threading.Thread(target=self._work, name="mcp-blackbox-peer", daemon=True)
+            self.worker.start()
+
     def connected(self, connection_id: str, peer: Address | None, local: Address | None) -> None:
         """Queue the lookup of a loopback peer's process; a remote one's stays unknown."""
         if not self.enabled or peer is None or local is None or not is_loopback(str(peer[0])):
             return
-        if self.worker is None:
-            self.worker = threading.Thread(target=self._work, name="mcp-blackbox-peer", daemon=True)
-            self.worker.start()
+        self.start()
         future: Future[ProcessRecord | None] = Future()
         self.found[connection_id] = future
         self.queue.put(((str(peer[0]), peer[1]), (str(local[0]), local[1]), future))
@@ -138,6 +151,8 @@ class PeerProcesses:
             self.found.popitem(last=False)
 
     def _work(self) -> None:
+        if self.helper is not None:
+            self.helper.warm()
         stopping = False
         while not stopping:
             batch = [self.queue.get()]  # wait for one, then take every one queued since
