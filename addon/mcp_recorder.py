@@ -121,7 +121,7 @@ class McpRecorder:
             bool,
             True,
             "Record the local process behind each loopback client connection (pid, name, start time), looked up "
-            "once per connection in a worker thread.",
+            "once per connection by a helper process, off the traffic's path.",
         )
         loader.add_option(
             "mcp_redact",

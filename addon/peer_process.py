@@ -57,7 +57,7 @@ HELPER = Path(__file__).with_name("peer_lookup.py")
 
 class HelperProcess:
     """The lookup as users run it: batches answered by addon/peer_lookup.py in a process of its own, started
-    on the first loopback connection. If it cannot run (psutil missing beside a script-loaded recorder) or
+    with the worker (``PeerProcesses.start``). If it cannot run (psutil missing beside a script-loaded recorder) or
     dies, every later connection is unknown, said once in mitmdump's log."""
 
     def __init__(self) -> None:
@@ -128,9 +128,8 @@ class PeerProcesses:
         self.told: OrderedDict[str, None] = OrderedDict()  # connections whose parent chain a flow carries
         self.owed: OrderedDict[str, None] = OrderedDict()  # connections a flow of was written without it
         self.enabled = True  # mcp_client_process
-        self.seconds = 0.0  # spent in lookups
-        self.scans = 0
-        self.count = 0
+        self.scans = 0  # lookups made, each a batch
+        self.count = 0  # connections they answered
 
     def start(self) -> None:
         """Start the worker, and with it the helper, before the first client: a helper started by the first
@@ -164,13 +163,11 @@ class PeerProcesses:
                 self._answer(pending)
 
     def _answer(self, batch: list[_Pending]) -> None:
-        start = time.perf_counter()
         try:
             owners = self.lookup([(peer, local) for peer, local, _ in batch])
         except Exception:  # the lookup failed: unknown, never a failed connection
             logger.debug("mcp_blackbox: no processes for %d connections", len(batch), exc_info=True)
             owners = [None] * len(batch)
-        self.seconds += time.perf_counter() - start
         self.scans += 1
         self.count += len(batch)
         for (_, _, future), owner in zip(batch, owners, strict=True):

@@ -187,8 +187,19 @@ class _Lineages:
         self.count = 0
         # connection -> (the lineage of the last unit on it, when that unit ended, when it began)
         self.by_connection: dict[str, tuple[_Lineage, float, float]] = {}
-        self.stateless: dict[tuple[Any, ...], _Lineage] = {}  # kind -> the lineage of its connections
+        # (kind, process) -> the lineage of its connections outside sessions; (kind, None): the first of the
+        # kind's, which a connection whose process is unknown joins (unknown is not different).
+        self.stateless: dict[tuple[tuple[Any, ...], ClientProcess | None], _Lineage] = {}
         self.ends: dict[tuple[Any, ...], list[tuple[float, int, _Lineage]]] = defaultdict(list)
+
+    def pool(self, kind: tuple[Any, ...], process: ClientProcess | None) -> _Lineage | None:
+        """The lineage a stateless unit of this kind joins: its process's; without one of its own yet, the
+        kind's first, which _link still refuses if another process is named on it."""
+        return self.stateless.get((kind, process)) or self.stateless.get((kind, None))
+
+    def pooled(self, kind: tuple[Any, ...], process: ClientProcess | None, lineage: _Lineage) -> None:
+        self.stateless.setdefault((kind, process), lineage)
+        self.stateless.setdefault((kind, None), lineage)
 
     def new(self, unit: _Unit) -> _Lineage:
         self.count += 1
@@ -246,7 +257,7 @@ def _link(units: list[_Unit], lineages: _Lineages) -> None:
         if lineage is None:
             lineage = lineages.new(unit)
             if not is_session_unit(unit.name) and unit.software != (None, None):
-                lineages.stateless[(unit.software, unit.host, unit.source)] = lineage
+                lineages.pooled((unit.software, unit.host, unit.source), unit.process, lineage)
         lineage.process = lineage.process or unit.process
         lineages.extend(lineage, unit.end)
         for connection in unit.connections:
@@ -284,7 +295,7 @@ def _lineage_for(unit: _Unit, lineages: _Lineages) -> tuple[_Lineage | None, str
     if unit.software == (None, None):
         return None, "first seen (no User-Agent or clientInfo to follow it by)"
     kind = (unit.software, unit.host, unit.source)
-    if not is_session_unit(unit.name) and (pooled := lineages.stateless.get(kind)) is not None:
+    if not is_session_unit(unit.name) and (pooled := lineages.pool(kind, unit.process)) is not None:
         # Outside sessions nothing tells a client's pooled connections from another client's: one lineage
         # per software and address, and links across its connections are never "high" (retries.py).
         return pooled, f"stateless: same software and {_origin(unit)} (one client's connections or several clients')"

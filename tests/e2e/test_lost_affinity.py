@@ -5,15 +5,14 @@ name nothing."""
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from mcp_blackbox.analyzer.outputs.analysis import analyze
-from tests.support.processes import run_py_client, start_server, wait_listening
+from tests.support.processes import run_py_client, start_server
 from tests.support.proxy import free_port, start_mitmdump
-from tests.truth.family_gateway import NGINX
+from tests.truth.family_gateway import running_nginx
 
 pytestmark = pytest.mark.e2e
 
@@ -55,13 +54,8 @@ def affinity_notes(flows: Path) -> list[str]:
 def test_a_balancer_without_stickiness_is_diagnosed_and_one_server_is_not(tmp_path: Path) -> None:
     with start_server("stateful") as a, start_server("stateful") as b:
         port, workdir = free_port(), tmp_path / "nginx"
-        for folder in (workdir, workdir / "body", workdir / "proxy"):
-            folder.mkdir()
-        conf = workdir / "nginx.conf"
-        conf.write_text(CONF.format(tmp=workdir, port=port, a=a.port, b=b.port))
-        nginx = subprocess.Popen([NGINX, "-p", str(workdir), "-c", str(conf)], stderr=subprocess.DEVNULL)
-        try:
-            wait_listening(nginx, port, workdir / "error.log", 10, "nginx")
+        workdir.mkdir()
+        with running_nginx(CONF.format(tmp=workdir, port=port, a=a.port, b=b.port), port, workdir):
             balanced = start_mitmdump(f"reverse:http://127.0.0.1:{port}", tmp_path, name="balanced")
             single = start_mitmdump(f"reverse:http://127.0.0.1:{a.port}", tmp_path, name="single")
             try:
@@ -71,9 +65,6 @@ def test_a_balancer_without_stickiness_is_diagnosed_and_one_server_is_not(tmp_pa
             finally:
                 balanced.stop()
                 single.stop()
-        finally:
-            nginx.terminate()
-            nginx.wait(10)
     (note,) = affinity_notes(balanced.flow_file)
     calls = {c["call_id"]: c for c in analyze([balanced.flow_file]).calls}
     named = [call_id for call_id in calls if call_id in note]

@@ -97,16 +97,24 @@ class GatewayTry:
 @contextmanager
 def nginx(port: int, a: int, b: int, workdir: Path) -> Iterator[Path]:
     """nginx in the foreground with the config above; yields its access log."""
+    with running_nginx(NGINX_CONF.format(tmp=workdir, port=port, a=a, b=b, timeout=READ_TIMEOUT_S), port, workdir):
+        yield workdir / "access.log"
+
+
+@contextmanager
+def running_nginx(conf: str, port: int, workdir: Path) -> Iterator[None]:
+    """nginx in the foreground with ``conf`` (its temporary folders in ``workdir``), listening on ``port``."""
     for folder in ("body", "proxy"):
         (workdir / folder).mkdir()
-    conf = workdir / "nginx.conf"
-    conf.write_text(NGINX_CONF.format(tmp=workdir, port=port, a=a, b=b, timeout=READ_TIMEOUT_S))
+    (workdir / "nginx.conf").write_text(conf)
     process = subprocess.Popen(
-        [NGINX, "-p", str(workdir), "-c", str(conf)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        [NGINX, "-p", str(workdir), "-c", str(workdir / "nginx.conf")],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     try:
         wait_listening(process, port, workdir / "error.log", 10, "nginx")
-        yield workdir / "access.log"
+        yield
     finally:
         process.terminate()  # SIGTERM: fast shutdown, the access log is flushed
         process.wait(10)
