@@ -118,11 +118,12 @@ def start_server(
     retry_interval_ms: int | None = None,
     auth_token: str | None = None,
     startup_timeout: float = 15.0,
+    port: int = 0,
 ) -> Iterator[ServerProcess]:
-    """Run `python -m tests.support.mcp_server` on a free port for the duration of the block."""
+    """Run `python -m tests.support.mcp_server` on ``port`` (0: a free one) for the duration of the block."""
     with tempfile.TemporaryDirectory(prefix="mcp-testbed-") as tmp, tempfile.TemporaryFile() as stderr:
         port_file = Path(tmp) / "port"
-        argv = [sys.executable, "-m", "tests.support.mcp_server", "--mode", mode, "--port", "0"]
+        argv = [sys.executable, "-m", "tests.support.mcp_server", "--mode", mode, "--port", str(port)]
         argv += ["--port-file", str(port_file)]
         if json_response:
             argv.append("--json-response")

@@ -1,7 +1,11 @@
 """Score the analyzer against the labelled truth corpus recorded by tests/truth/record_corpus.py.
 
-    .venv/bin/python tests/truth/score.py DIR        (every DIR/*.flows)
+    .venv/bin/python tests/truth/score.py DIR        (every DIR/*.flows, and each DIR/*/ as one capture)
     make truth
+
+Each capture is scored twice: as recorded, and with the identity the recorder measured removed (each
+flow's client_process and earlier_connections, each stdio header's client_process), which is what a
+plain mitmdump file, a HAR or an older capture gives: the analyzer must stay right on both.
 
 The truth comes from the captures themselves: each tools/call request body carries its label in
 params._meta.truth (tests/truth/labels.py), read here with mitmproxy's FlowReader. The analyzer's
@@ -16,6 +20,10 @@ labelled tools/call:
 - "high" links: of the pairs linked with confidence high, how many are true (the goal: >= 95 %);
 - duplicate execution: calls flagged DUPLICATE_EXECUTION against calls labelled as re-executing.
 
+A directory in DIR is one recording of several files (tests/truth/family_process.py: the stdio captures of
+a client that restarted its server); its stdio calls are matched by capture file and JSON-RPC id, read
+from the stdin lines the wrapper recorded.
+
 Exit status: 0 if every figure is >= 0.95 and has cases, 1 if not, 2 if the corpus and the analysis
 do not line up (an unlabelled tools/call, a label on no call, a label used twice).
 """
@@ -24,7 +32,10 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import json
+import shutil
 import sys
+import tempfile
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -37,6 +48,9 @@ if str(REPO) not in sys.path:
 
 from mcp_blackbox.analyzer import analyze  # noqa: E402
 from mcp_blackbox.analyzer.model.contract import CallRecord  # noqa: E402
+from mcp_blackbox.analyzer.wire import stdio_capture  # noqa: E402
+from mitmproxy import io as flow_io  # noqa: E402
+
 from tests.truth.harness import read_flows, read_relabels, tools_call  # noqa: E402
 from tests.truth.labels import Label  # noqa: E402
 
@@ -91,29 +105,103 @@ class CorpusMismatch(RuntimeError):
 
 
 def read_labels(path: Path) -> dict[str, Label]:
-    """flow id -> the truth label its request body carries (JSON bodies; a batch is searched too)."""
+    """flow id -> the truth label its request body carries (JSON bodies; a batch is searched too); for a
+    stdio capture, "<file name>#<JSON-RPC id>" -> the label of the tools/call the client wrote."""
+    if stdio_capture.is_stdio_capture(path):
+        return _stdio_labels(path)
     labels = {flow.id: found[1] for flow in read_flows(path) if (found := tools_call(flow)) and found[1]}
     return labels | read_relabels(path)  # a gateway's or bridge's copies, labelled from its own log
 
 
-def scored_calls(path: Path) -> list[ScoredCall]:
-    """Analyze one capture and pair each tools/call with the label of the flow that carried its request."""
-    labels = read_labels(path)
-    analysis = analyze([path])
+def _stdio_labels(path: Path) -> dict[str, Label]:
+    labels: dict[str, Label] = {}
+    for record in stdio_capture.read_capture(path):
+        if record["type"] != "line" or record["stream"] != "stdin":
+            continue
+        try:
+            message = json.loads(stdio_capture.line_payload(record))
+        except ValueError:
+            continue
+        if isinstance(message, dict) and message.get("method") == "tools/call":
+            if (label := Label.from_params(message.get("params"))) is not None:
+                labels[_stdio_key(path.name, message.get("id"))] = label
+    return labels
+
+
+def _stdio_key(file_name: str, jsonrpc_id: object) -> str:
+    return f"{file_name}#{json.dumps(jsonrpc_id)}"
+
+
+def capture_files(capture: Path) -> list[Path]:
+    """A capture: one flow file, or a directory holding one recording's files."""
+    return sorted(p for p in capture.iterdir() if p.is_file()) if capture.is_dir() else [capture]
+
+
+def scored_calls(path: Path, analyzed: Path | None = None) -> list[ScoredCall]:
+    """Analyze one capture (``analyzed``: a copy of it to analyze instead) and pair each tools/call with
+    the label of the request that carried it."""
+    labels = {key: label for file in capture_files(path) for key, label in read_labels(file).items()}
+    analysis = analyze([analyzed or path])
     group_evidence = {group.group_id: tuple(group.evidence) for group in analysis.retry_groups}
     out: list[ScoredCall] = []
     for record in analysis.calls:
         if record["method"] != "tools/call" or record["direction"] != "client->server":
             continue
-        flow_id = record["exchanges"][0] if record["exchanges"] else None
-        label = labels.pop(flow_id, None) if flow_id else None
+        key = _call_key(record)
+        label = labels.pop(key, None) if key else None
         if label is None:
-            raise CorpusMismatch(f"{path.name}:{record['call_id']} (flow {flow_id}) is a tools/call without a label")
+            raise CorpusMismatch(f"{path.name}:{record['call_id']} ({key}) is a tools/call without a label")
         out.append(_scored(path.name, record, label, group_evidence.get(record["retry_group"] or "", ())))
     if labels:
         keys = sorted(label.key for label in labels.values())
         raise CorpusMismatch(f"{path.name}: labelled requests that are the first exchange of no call: {keys}")
     return out
+
+
+def _call_key(record: CallRecord) -> str | None:
+    """What the capture's labels are keyed by: the request's flow id, or a stdio call's file and id."""
+    if record["carrier"] == "stdio":
+        return _stdio_key(Path(record["source"]).name, record["jsonrpc_id"])
+    return record["exchanges"][0] if record["exchanges"] else None
+
+
+# ---------------------------------------------------------------- without the measured identity
+
+IDENTITY_KEYS = ("client_process", "earlier_connections")
+
+
+def without_identity(capture: Path, into: Path) -> Path:
+    """A copy of the capture (a file or a recording's directory) as a recorder that measured no process
+    would have written it: the same flows and lines, with no client_process or earlier_connections."""
+    target = into / capture.name
+    if capture.is_dir():
+        target.mkdir()
+    for file in capture_files(capture):
+        copy = target / file.name if capture.is_dir() else target
+        if stdio_capture.is_stdio_capture(file):
+            _strip_stdio(file, copy)
+        else:
+            _strip_flows(file, copy)
+    return target
+
+
+def _strip_flows(source: Path, target: Path) -> None:
+    with source.open("rb") as reading, target.open("wb") as writing:
+        writer = flow_io.FlowWriter(writing)
+        for flow in flow_io.FlowReader(reading).stream():
+            record = flow.metadata.get("mcp_blackbox")
+            if isinstance(record, dict):
+                for key in IDENTITY_KEYS:
+                    record.pop(key, None)
+            writer.add(flow)
+
+
+def _strip_stdio(source: Path, target: Path) -> None:
+    first, _, rest = source.read_bytes().partition(b"\n")
+    header = json.loads(first)
+    header.pop("client_process", None)
+    target.write_bytes(json.dumps(header).encode() + b"\n" + rest)
+    shutil.copymode(source, target)
 
 
 def _scored(capture: str, record: CallRecord, label: Label, link_evidence: tuple[str, ...]) -> ScoredCall:
@@ -260,11 +348,22 @@ def _mistakes(
 # ---------------------------------------------------------------- the command
 
 
-def score_directory(directory: Path) -> Score:
-    captures = sorted(directory.glob("*.flows"))
+def corpus_captures(directory: Path) -> list[Path]:
+    """Every flow file of the corpus, and each subdirectory (one recording of several files)."""
+    captures = sorted([*directory.glob("*.flows"), *(p for p in directory.iterdir() if p.is_dir())])
     if not captures:
-        raise CorpusMismatch(f"no *.flows in {directory}")
-    return score([call for capture in captures for call in scored_calls(capture)])
+        raise CorpusMismatch(f"no *.flows and no recording directory in {directory}")
+    return captures
+
+
+def score_directory(directory: Path, *, identity: bool = True) -> Score:
+    """The corpus scored as recorded, or (identity=False) with the measured identity removed."""
+    captures = corpus_captures(directory)
+    if identity:
+        return score([call for capture in captures for call in scored_calls(capture)])
+    with tempfile.TemporaryDirectory(prefix="mcp-truth-anonymous-") as tmp:
+        copies = [(capture, without_identity(capture, Path(tmp))) for capture in captures]
+        return score([call for capture, copy in copies for call in scored_calls(capture, copy)])
 
 
 def render(result: Score) -> str:
@@ -284,15 +383,18 @@ def render(result: Score) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="score.py", description=__doc__.split("\n")[0])
-    parser.add_argument("directory", type=Path, help="the corpus: DIR/*.flows from record_corpus.py")
+    parser.add_argument("directory", type=Path, help="the corpus: DIR/*.flows (and DIR/*/) from record_corpus.py")
     args = parser.parse_args(argv)
-    try:
-        result = score_directory(args.directory)
-    except CorpusMismatch as exc:
-        print(f"corpus and analysis do not line up: {exc}", file=sys.stderr)
-        return 2
-    print(render(result))
-    return 1 if result.failures() else 0
+    failed = False
+    for identity, title in ((True, "as recorded"), (False, "with the recorded identity removed")):
+        try:
+            result = score_directory(args.directory, identity=identity)
+        except CorpusMismatch as exc:
+            print(f"corpus and analysis do not line up: {exc}", file=sys.stderr)
+            return 2
+        print(f"== {title}\n{render(result)}")
+        failed = failed or bool(result.failures())
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
