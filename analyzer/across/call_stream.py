@@ -173,6 +173,10 @@ class CallStream(ReadFigures):
             self._without_times += 1
         exchange.scope = scope_of(exchange, self._legacy_streams)
         exchange.error_text = decoded.error_text
+        if exchange.session_id and exchange.method in ("GET", "DELETE"):
+            # The client still acts in the session when it opens a stream or ends the session: it lasts until
+            # then (a stream left open after the server forgot the session does not keep it alive).
+            self._clients.touch(exchange.scope, exchange.t_request, exchange.client_process)
         if (sign := gateway_sign(exchange)) is not None:
             how, count = self._gateways.get(sign[0], (sign[1], 0))
             self._gateways[sign[0]] = (how, count + 1)

@@ -25,15 +25,19 @@ import bisect
 import sys
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any
 
 from mcp_blackbox.analyzer.model.identity import CONNECTION_PREFIX, ClientIdentity, ClientProcess, is_session_unit
-from mcp_blackbox.analyzer.model.records import Call
+from mcp_blackbox.analyzer.model.records import Call, Exchange
 from mcp_blackbox.analyzer.wire.inputs import recording_of
 
 STATELESS_PREFIX = "exchange:"
 OPENING_METHODS = frozenset({"server/discover", "initialize"})
 IDLE_WINDOW = 300.0  # seconds: as long as a retry may follow its failure (retries.RETRY_WINDOW)
+# Seconds between a client's session going quiet and the next session of the same software: within it, one
+# running program opened its next session (in-process re-initializes in the truth corpus took 40-300 ms);
+# beyond it a new process may have started (a Python or Node client's start took 0.8-1.5 s there). Asked
+# only when the recorder named no process for the unit: the process, measured, answers instead.
+NEW_PROCESS_GAP = 0.5
 
 
 @dataclass(slots=True)
@@ -75,11 +79,17 @@ class _Unit:
 @dataclass(slots=True)
 class _Lineage:
     name: str
+    number: int
     software: tuple[str | None, str | None]
     host: str | None
     source: str
     end: float
     process: ClientProcess | None = None  # the first its units name (the recorder measured it)
+    run: int = 0  # its joins that may have been a next run of the application (ClientIdentity.run)
+
+    @property
+    def kind(self) -> _Kind:
+        return (self.software, self.host, self.source)
 
 
 def unit_of(call: Call) -> str:
@@ -107,11 +117,31 @@ class Clients:
         # connection -> (its process, when last seen): the recorder names a connection's process on the
         # flows that ended after its lookup did, so a unit whose own flows ended first takes it from there.
         self.processes: dict[str, tuple[ClientProcess, float]] = {}
+        # session scope -> when the client last sent an exchange of it that is no call (a GET stream, a DELETE),
+        # and the process one of them named, for sessions not fed yet: a session lasts until the client let go
+        # of it, not until its last answer, and its long-lived GET stream is named when its short POSTs are not.
+        self.seen: dict[str, tuple[float, ClientProcess | None]] = {}
+
+    def touch(self, scope: str, t: float, process: ClientProcess | None) -> None:
+        """The client sent an exchange of the session that is no call (its GET stream, its DELETE) at ``t``,
+        from a connection of ``process`` (None: not named)."""
+        unit = self.units.get(scope)
+        if unit is None:
+            seen, named = self.seen.get(scope, (t, None))
+            self.seen[scope] = (max(seen, t), named or process)
+            return
+        if unit.identity is None:
+            unit.process = unit.process or process
+        if t > unit.end:
+            unit.end = t
+            if unit.lineage is not None:
+                self.lineages.extend(unit.lineage, t)
 
     def feed(self, call: Call) -> None:
         """Add ``call`` to its unit: a linked unit's lineage grows with it at once; an unlinked unit keeps
         it, and what it says of the client, until ``link``."""
         unit = self._unit_of(call)
+        self._note_processes(call.exchange, unit.end)
         if unit.identity is not None:  # linked: its calls join its lineage as they come
             self._join_lineage(unit, call)
         else:
@@ -123,7 +153,8 @@ class Clients:
         end = call.t_end or call.request.t
         unit = self.units.get(name)
         if unit is None:
-            unit = self.units[name] = _Unit(name, call.request.t, end, call)
+            seen, process = self.seen.pop(name, (end, None))
+            unit = self.units[name] = _Unit(name, call.request.t, max(end, seen), call, process=process)
             self.fresh.append(unit)
         unit.end = max(unit.end, end)
         return unit
@@ -137,6 +168,14 @@ class Clients:
         if connection:
             self.lineages.used(connection, unit.lineage, unit.start, unit.end)
 
+    def _note_processes(self, exchange: Exchange, seen: float) -> None:
+        """The processes an exchange names, its own connection's and earlier ones' (any unit's call may
+        name them: the recorder names a connection on the flows that end after its lookup)."""
+        if exchange.client_process is not None and exchange.client_conn:
+            self.processes[exchange.client_conn] = (exchange.client_process, seen)
+        for connection, process in exchange.earlier_processes:
+            self.processes[connection] = (process, seen)
+
     def _wait_for_link(self, unit: _Unit, call: Call) -> None:
         """An unlinked unit's call waits with it; the first User-Agent, clientInfo and version said are kept."""
         exchange = call.exchange
@@ -145,10 +184,6 @@ class Clients:
             unit.connections.setdefault(exchange.client_conn)
         unit.user_agent = unit.user_agent or exchange.request_headers.get("user-agent")
         unit.process = unit.process or exchange.client_process
-        if exchange.client_process is not None and exchange.client_conn:
-            self.processes[exchange.client_conn] = (exchange.client_process, unit.end)
-        for connection, process in exchange.earlier_processes:
-            self.processes[connection] = (process, unit.end)
         facts = call.request.facts
         if facts is not None:
             unit.client_info = unit.client_info or facts.client
@@ -176,12 +211,43 @@ class Clients:
             del self.units[name]
         for connection in [c for c, (_, seen) in self.processes.items() if seen < before]:
             del self.processes[connection]
+        for scope in [s for s, (seen, _) in self.seen.items() if seen < before]:
+            del self.seen[scope]
         self.lineages.forget(before)
 
 
+class _Ends:
+    """Lineages sorted by when they last ended: how many went idle in a window is a bisection, not a scan
+    (a capture may hold 100,000 sessions)."""
+
+    def __init__(self) -> None:
+        self.entries: list[tuple[float, int, _Lineage]] = []
+
+    def add(self, lineage: _Lineage) -> None:
+        bisect.insort(self.entries, (lineage.end, lineage.number, lineage))
+
+    def remove(self, lineage: _Lineage) -> None:
+        at = bisect.bisect_left(self.entries, (lineage.end, lineage.number))
+        if at < len(self.entries) and self.entries[at][2] is lineage:  # not forgotten
+            del self.entries[at]
+
+    def idle(self, start: float, within: float) -> tuple[int, _Lineage | None]:
+        """How many ended in the ``within`` seconds before ``start``, and the last of them."""
+        low = bisect.bisect_left(self.entries, (start - within,))
+        high = bisect.bisect_right(self.entries, (start, float("inf")))
+        return high - low, self.entries[high - 1][2] if high > low else None
+
+    def forget(self, before: float) -> None:
+        del self.entries[: bisect.bisect_left(self.entries, (before - IDLE_WINDOW,))]
+
+
+_Kind = tuple[tuple[str | None, str | None], str | None, str]  # (software, address, recording)
+
+
 class _Lineages:
-    """The lineages so far, with each kind's (software, address, capture) ends kept sorted: how many of a
-    kind were idle when a unit began is a bisection, not a scan (a capture may hold 100,000 sessions)."""
+    """The lineages so far, with each kind's ends kept sorted, all of them and by the process the recorder
+    named for them (None: named none), so that a unit whose process is known is asked about the lineages
+    that may be its own (its process's, or unnamed) and not about other processes' lineages."""
 
     def __init__(self) -> None:
         self.count = 0
@@ -189,34 +255,42 @@ class _Lineages:
         self.by_connection: dict[str, tuple[_Lineage, float, float]] = {}
         # (kind, process) -> the lineage of its connections outside sessions; (kind, None): the first of the
         # kind's, which a connection whose process is unknown joins (unknown is not different).
-        self.stateless: dict[tuple[tuple[Any, ...], ClientProcess | None], _Lineage] = {}
-        self.ends: dict[tuple[Any, ...], list[tuple[float, int, _Lineage]]] = defaultdict(list)
+        self.stateless: dict[tuple[_Kind, ClientProcess | None], _Lineage] = {}
+        self.ends: dict[_Kind, _Ends] = defaultdict(_Ends)
+        self.ends_by_process: dict[tuple[_Kind, ClientProcess | None], _Ends] = defaultdict(_Ends)
 
-    def pool(self, kind: tuple[Any, ...], process: ClientProcess | None) -> _Lineage | None:
+    def pool(self, kind: _Kind, process: ClientProcess | None) -> _Lineage | None:
         """The lineage a stateless unit of this kind joins: its process's; without one of its own yet, the
         kind's first, which _link still refuses if another process is named on it."""
         return self.stateless.get((kind, process)) or self.stateless.get((kind, None))
 
-    def pooled(self, kind: tuple[Any, ...], process: ClientProcess | None, lineage: _Lineage) -> None:
+    def pooled(self, kind: _Kind, process: ClientProcess | None, lineage: _Lineage) -> None:
         self.stateless.setdefault((kind, process), lineage)
         self.stateless.setdefault((kind, None), lineage)
 
     def new(self, unit: _Unit) -> _Lineage:
         self.count += 1
-        lineage = _Lineage(f"k{self.count}", unit.software, unit.host, unit.source, unit.end)
-        bisect.insort(self.ends[self._kind(lineage)], (lineage.end, self.count, lineage))
+        lineage = _Lineage(f"k{self.count}", self.count, unit.software, unit.host, unit.source, unit.end)
+        self._index(lineage)
         return lineage
 
-    def extend(self, lineage: _Lineage, end: float) -> None:
-        if end <= lineage.end:
+    def _index(self, lineage: _Lineage) -> None:
+        self.ends[lineage.kind].add(lineage)
+        self.ends_by_process[(lineage.kind, lineage.process)].add(lineage)
+
+    def _unindex(self, lineage: _Lineage) -> None:
+        self.ends[lineage.kind].remove(lineage)
+        self.ends_by_process[(lineage.kind, lineage.process)].remove(lineage)
+
+    def extend(self, lineage: _Lineage, end: float, process: ClientProcess | None = None) -> None:
+        """The lineage lasts until ``end``; the first process named on it becomes its process."""
+        named = lineage.process is None and process is not None
+        if end <= lineage.end and not named:
             return
-        ends = self.ends[self._kind(lineage)]
-        number = int(lineage.name[1:])
-        at = bisect.bisect_left(ends, (lineage.end, number))
-        if at < len(ends) and ends[at][2] is lineage:  # not forgotten
-            del ends[at]
-        lineage.end = end
-        bisect.insort(ends, (end, number, lineage))
+        self._unindex(lineage)
+        lineage.end = max(lineage.end, end)
+        lineage.process = lineage.process or process
+        self._index(lineage)
 
     def used(self, connection: str, lineage: _Lineage, start: float, end: float) -> None:
         """The unit that began at ``start`` used the connection: the last unit on it, unless a later one did."""
@@ -228,38 +302,44 @@ class _Lineages:
         """What no unit that begins after ``before`` reads: connections idle since, ends out of its window."""
         for connection in [c for c, (_, end, _) in self.by_connection.items() if end < before]:
             del self.by_connection[connection]
-        for ends in self.ends.values():
-            del ends[: bisect.bisect_left(ends, (before - IDLE_WINDOW,))]
+        for ends in (*self.ends.values(), *self.ends_by_process.values()):
+            ends.forget(before)
 
-    def idle(self, unit: _Unit) -> tuple[int, _Lineage | None]:
-        """How many lineages of the unit's kind went idle in the retry window before it began, and the last.
+    def idle(self, unit: _Unit, within: float = IDLE_WINDOW) -> tuple[int, _Lineage | None]:
+        """How many lineages that may be the unit's went idle in the ``within`` seconds before it began (by
+        default the retry window), and the last.
 
         Only that window: a client idle for longer is no candidate a retry could come from, and without
-        the bound one ambiguous moment would leave every later session of that kind on its own.
+        the bound one ambiguous moment would leave every later session of that kind on its own. A unit
+        whose process the recorder named may be a lineage of that process, or of none named; another
+        process's lineage is another client (measured), so it is no candidate.
         """
-        ends = self.ends.get((unit.software, unit.host, unit.source), [])
-        low = bisect.bisect_left(ends, (unit.start - IDLE_WINDOW,))
-        high = bisect.bisect_right(ends, (unit.start, float("inf")))
-        return high - low, ends[high - 1][2] if high > low else None
-
-    @staticmethod
-    def _kind(lineage: _Lineage) -> tuple[Any, ...]:
-        return (lineage.software, lineage.host, lineage.source)
+        kind = (unit.software, unit.host, unit.source)
+        if unit.process is None:
+            return self.ends[kind].idle(unit.start, within) if kind in self.ends else (0, None)
+        found = [
+            self.ends_by_process[key].idle(unit.start, within)
+            for key in ((kind, unit.process), (kind, None))
+            if key in self.ends_by_process
+        ]
+        lasts = [last for _, last in found if last is not None]
+        return sum(count for count, _ in found), max(lasts, key=lambda lineage: lineage.end, default=None)
 
 
 def _link(units: list[_Unit], lineages: _Lineages) -> None:
     for unit in units:
-        lineage, joined = _lineage_for(unit, lineages)
+        lineage, joined, next_run = _lineage_for(unit, lineages)
         if lineage is not None and unit.process is not None and _other_process(unit, lineage):
             # Measured, not inferred: two processes are two clients, whatever the rest of the wire says.
             joined = f"first seen (pid {unit.process.pid}, not {lineage.name}'s process)"
             lineage = None
+        elif lineage is not None and next_run:
+            lineage.run += 1
         if lineage is None:
             lineage = lineages.new(unit)
             if not is_session_unit(unit.name) and unit.software != (None, None):
                 lineages.pooled((unit.software, unit.host, unit.source), unit.process, lineage)
-        lineage.process = lineage.process or unit.process
-        lineages.extend(lineage, unit.end)
+        lineages.extend(lineage, unit.end, unit.process)
         for connection in unit.connections:
             lineages.used(connection, lineage, unit.start, unit.end)
         first = unit.first.exchange
@@ -274,13 +354,15 @@ def _link(units: list[_Unit], lineages: _Lineages) -> None:
             joined=joined,
             opened=is_session_unit(unit.name) or unit.first.method in OPENING_METHODS,
             process=unit.process,
+            run=lineage.run,
         )
         for call in unit.waiting:
             call.client = identity
         unit.lineage, unit.identity, unit.waiting, unit.connections = lineage, identity, [], {}
 
 
-def _lineage_for(unit: _Unit, lineages: _Lineages) -> tuple[_Lineage | None, str]:
+def _lineage_for(unit: _Unit, lineages: _Lineages) -> tuple[_Lineage | None, str, bool]:
+    """The unit's lineage (None: a new one), why, and whether the join may be the application's next run."""
     # A connection has one client at a time: an earlier unit on it that had ended when this one began.
     # Units alive on one connection at once share a pool (a gateway's), not a client.
     sequential = [
@@ -291,20 +373,59 @@ def _lineage_for(unit: _Unit, lineages: _Lineages) -> tuple[_Lineage | None, str
         if ended <= unit.start
     ]
     if len({lineage.name for lineage in sequential}) == 1:
-        return sequential[0], "same connection as an earlier session of this client"
+        return sequential[0], "same connection as an earlier session of this client", False
     if unit.software == (None, None):
-        return None, "first seen (no User-Agent or clientInfo to follow it by)"
+        return None, "first seen (no User-Agent or clientInfo to follow it by)", False
     kind = (unit.software, unit.host, unit.source)
     if not is_session_unit(unit.name) and (pooled := lineages.pool(kind, unit.process)) is not None:
         # Outside sessions nothing tells a client's pooled connections from another client's: one lineage
         # per software and address, and links across its connections are never "high" (retries.py).
-        return pooled, f"stateless: same software and {_origin(unit)} (one client's connections or several clients')"
+        why = f"stateless: same software and {_origin(unit)} (one client's connections or several clients')"
+        return pooled, why, False
+    return _idle_lineage(unit, lineages)
+
+
+def _idle_lineage(unit: _Unit, lineages: _Lineages) -> tuple[_Lineage | None, str, bool]:
+    """The lineage a unit continues after it went idle, if the capture can tell which, why, and whether it
+    may be the application's next run instead.
+
+    The one idle candidate is it; if nothing measured says so and it went quiet long enough before for a
+    new process to have started (NEW_PROCESS_GAP), the unit may as well be the application's next run: it
+    joins, as a possible next run. Among several, the one that went quiet just before the unit began is it,
+    if it is the only one: one running program turned around; the others would have waited, or be other
+    clients."""
     count, last = lineages.idle(unit)
+    if count == 0 or last is None:
+        return None, "first seen", False
+    only = f"same software and {_origin(unit)}, the only such client idle when this one began"
+    if count == 1 and not _maybe_a_new_process(unit, last):
+        return last, only, False
+    recent, just_before = lineages.idle(unit, NEW_PROCESS_GAP)
+    if recent == 1 and just_before is not None:
+        others = f"; {count - 1} more idle for longer" if count > 1 else ""
+        why = f"same software and {_origin(unit)}, the only such client that went quiet within {NEW_PROCESS_GAP:g} s"
+        return just_before, f"{why} before this one began{others}", False
+    if recent > 1:
+        return (
+            None,
+            f"first seen ({recent} clients of the same software went quiet just before: cannot tell which)",
+            False,
+        )
     if count == 1:
-        return last, f"same software and {_origin(unit)}, the only such client idle when this one began"
-    if count:
-        return None, f"first seen ({count} idle clients of the same software: cannot tell which)"
-    return None, "first seen"
+        gap = unit.start - last.end
+        why = (
+            f"{only}, {gap:.2f} s after it went quiet: as long as a new process takes to start, so this may be the "
+            "application's next run (no process was recorded to tell)"
+        )
+        return last, why, True
+    return None, f"first seen ({count} idle clients of the same software: cannot tell which)", False
+
+
+def _maybe_a_new_process(unit: _Unit, lineage: _Lineage) -> bool:
+    """Nothing measured says whose the unit is, and it began long enough after the lineage went quiet for
+    another process to have started: the next run of the application looks just like its re-initialize."""
+    measured = unit.process is not None and lineage.process == unit.process
+    return not measured and unit.start - lineage.end > NEW_PROCESS_GAP
 
 
 def _origin(unit: _Unit) -> str:

@@ -62,6 +62,37 @@ def _never_reached_the_server(call: Call) -> bool:
     return "connect" in error and ("failed" in error or "refused" in error)
 
 
+def _ran_again(before: Call, call: Call, facts: CaptureFacts) -> str:
+    how = "ran" if execution(before) is Execution.RAN else "may have run"
+    if before.exchange.server != call.exchange.server:
+        how += f" on {before.exchange.server}, a replica behind the same gateway,"
+    marked = "it is not marked" if call.tool in facts.tools else "no tools/list of the capture marks it"
+    return (
+        f"{call.tool!r} with the same arguments {how} before in {before.call_id} "
+        f"({before.outcome}, {call.request.t - before.request.t:.2f} s earlier) by the same client: "
+        f"it executed again, and {marked} readOnlyHint or idempotentHint"
+    )
+
+
+def _ran_in_another_run(before: Call, call: Call) -> str:
+    how = "ran" if execution(before) is Execution.RAN else "may have run"
+    return (
+        f"{call.tool!r} with the same arguments {how} before in {before.call_id} ({before.outcome}, "
+        f"{call.request.t - before.request.t:.2f} s earlier) from the same software and address, in what may "
+        "have been an earlier run of the application (no process was recorded to tell): not counted as run twice"
+    )
+
+
+def _one_run(before: Call, call: Call) -> bool:
+    """The two executions are the same run's, as far as the capture tells: a lineage's units that may be two
+    runs of the application (ClientIdentity.run) ran it again only if one retry chain holds both, which is
+    what the chain shows (its confidence says how sure)."""
+    assert before.client is not None and call.client is not None
+    if before.client.run == call.client.run:
+        return True
+    return before.link is not None and call.link is not None and before.link.group == call.link.group
+
+
 @dataclass(frozen=True, slots=True)
 class DuplicateExecution:
     tool: str
@@ -103,18 +134,11 @@ class Duplicates:
         server = services.get(call.exchange.server, call.exchange.server)
         key = (call.client.lineage, server, call.tool or "", call.request.facts.digest)
         before, found = self.last.get(key), None
-        if before is not None:
-            how = "ran" if execution(before) is Execution.RAN else "may have run"
-            if before.exchange.server != call.exchange.server:
-                how += f" on {before.exchange.server}, a replica behind the same gateway,"
-            marked = "it is not marked" if call.tool in facts.tools else "no tools/list of the capture marks it"
-            why = (
-                f"{call.tool!r} with the same arguments {how} before in {before.call_id} "
-                f"({before.outcome}, {call.request.t - before.request.t:.2f} s earlier) by the same client: "
-                f"it executed again, and {marked} readOnlyHint or idempotentHint"
-            )
-            found = Finding(Stage.EXECUTIONS, why, Flag.DUPLICATE_EXECUTION)
+        if before is not None and _one_run(before, call):
+            found = Finding(Stage.EXECUTIONS, _ran_again(before, call, facts), Flag.DUPLICATE_EXECUTION)
             self.repeated.setdefault(key, [before]).append(call)
+        elif before is not None:
+            found = Finding(Stage.EXECUTIONS, _ran_in_another_run(before, call))
         self.last[key] = call
         return found
 

@@ -26,6 +26,7 @@ from mcp_blackbox.analyzer.model.records import C2S, Call, Exchange, Finding, Re
 from mcp_blackbox.analyzer.model.slim import RequestFacts
 from mcp_blackbox.analyzer.model.vocabulary import (
     ANSWERED_WRONGLY,
+    EFFECTS_UNKNOWN,
     Confidence,
     Flag,
     Outcome,
@@ -682,6 +683,13 @@ def _on_crowded_pool_connection(repeat: _Repeat) -> bool:
     return _on_pool_connection(repeat) and repeat.history.crowded(repeat.before, repeat.call)
 
 
+def _answer_lost(repeat: _Repeat) -> bool:
+    """The client never learned how the call ended (its stream was cut, no answer came, it cancelled) and its
+    next unit sent the identical request: it still wanted that answer. A next run or a test's next case would
+    repeat a call whatever its answer was; the lineage, measured or told by the turnaround, keeps those out."""
+    return repeat.before.outcome in EFFECTS_UNKNOWN
+
+
 def _restarted_stdio_server(repeat: _Repeat) -> bool:
     """The same client process (measured: the header of each server run's capture) sent the request again to
     a stdio server it started anew after the last one failed it: a restart and a re-send, not the
@@ -785,6 +793,12 @@ _ORIGIN_RULES: tuple[_Rule, ...] = (
         (_SENT_AGAIN, "on a fresh {r.unit_kind} ({r.joined}) that first re-ran the calls before the failed one"),
     ),
     _Rule(
+        _answer_lost,
+        RetryOrigin.APP_RETRY,
+        Confidence.MEDIUM,
+        (_SENT_AGAIN, "on a fresh {r.unit_kind} ({r.joined}) after its answer was lost"),
+    ),
+    _Rule(
         _restarted_stdio_server,
         RetryOrigin.APP_RETRY,
         Confidence.MEDIUM,
@@ -812,7 +826,16 @@ def _origin(before: Call, call: Call, history: _History) -> Origin | _Unlinked |
     if rule.origin is None or rule.confidence is None:
         return _Unlinked(why) if why else None
     confidence = rule.confidence if isinstance(rule.confidence, Confidence) else rule.confidence(repeat)
+    if _across_runs(before, call):
+        confidence = Confidence.LOW
+        why.append("low: the later session may be the application's next run (clients.NEW_PROCESS_GAP)")
     return rule.origin, confidence, [_what_was_repeated(repeat), *why]
+
+
+def _across_runs(before: Call, call: Call) -> bool:
+    """The two units of one lineage may be two runs of the application (ClientIdentity.run): nothing measured
+    says they are one process, and the gap between them is as long as a process takes to start."""
+    return before.client is not None and call.client is not None and before.client.run != call.client.run
 
 
 def _opened_anew(call: Call) -> bool:

@@ -40,6 +40,10 @@ class ClientIdentity:
     # sessions may be any of a pool's.
     opened: bool = True
     process: ClientProcess | None = None  # the local process that sent its calls, when the recorder knew it
+    # Counts the joins of the lineage that may have been the application's next run rather than the same
+    # run going on (nothing measured, and the gap as long as a process takes to start): units of two runs
+    # are linked, but never surely (analyzer/across/clients.py).
+    run: int = 0
 
     @property
     def unit_is_session(self) -> bool:

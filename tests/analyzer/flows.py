@@ -92,6 +92,14 @@ def exchange(
     return flow
 
 
+def from_process(pid: int, *flows: HTTPFlow, started_at: float = 1.0, name: str = "python3") -> list[HTTPFlow]:
+    """The flows as the recorder writes them when it named the loopback client's process (FlowRecord)."""
+    for flow in flows:
+        record = flow.metadata.setdefault("mcp_blackbox", {"version": 1, "mcp": "test"})
+        record["client_process"] = {"pid": pid, "name": name, "started_at": started_at}
+    return list(flows)
+
+
 def write(tmp_path: Path, *flows: HTTPFlow, name: str = "capture.flows") -> Path:
     path = tmp_path / name
     with path.open("wb") as f:

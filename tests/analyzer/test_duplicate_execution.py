@@ -14,7 +14,7 @@ from typing import Any
 from mcp_blackbox.analyzer import analyze
 from mcp_blackbox.analyzer.review.check import DEFAULT_FAIL_ON, matching_calls
 from mcp_blackbox.analyzer.review.summary_text import summary_text
-from tests.analyzer.flows import exchange, result, rpc, sse, text_result, tool_call, write
+from tests.analyzer.flows import exchange, from_process, result, rpc, sse, text_result, tool_call, write
 
 UA = {"user-agent": "app/1"}
 TOOLS = {
@@ -64,15 +64,15 @@ def flagged(analysis: Any) -> list[tuple[str | None, Any]]:
 def app_loop_re_run(tmp_path: Path) -> Any:
     """An application loop that re-ran its sequence on a new session after its report's stream was cut: its
     write (which had succeeded) ran again."""
-    return analysis_of(
-        tmp_path,
+    flows = [
         *start("A", 100.0),
         tool(2, "write_record", "A", 100.1),
         cut_stream(3, "report", "A", 100.2),
         *start("B", 101.0),
         tool(2, "write_record", "B", 101.1),
         tool(3, "report", "B", 101.2, {}),
-    )
+    ]
+    return analysis_of(tmp_path, *from_process(4242, *flows))  # one process: one run going on
 
 
 def test_app_loop_re_running_its_sequence_executes_the_write_twice(tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from mcp_blackbox.analyzer import analyze
-from tests.analyzer.flows import error, exchange, result, rpc, sse, text_result, tool_call, write
+from tests.analyzer.flows import error, exchange, from_process, result, rpc, sse, text_result, tool_call, write
 
 WRITE_TOOL = {"name": "write_record", "annotations": {"readOnlyHint": False, "destructiveHint": True}}
 READ_TOOL = {"name": "lookup", "annotations": {"readOnlyHint": True}}
@@ -59,18 +59,23 @@ def by_id(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return {r["call_id"]: r for r in records}
 
 
-def test_app_retry_on_a_fresh_session_is_unsafe_for_a_write_tool(tmp_path: Path) -> None:
-    """The application starts over: the new session re-runs the lookup that came first, then the write."""
-    records, groups = run(
-        tmp_path,
+def app_starting_over(pid: int | None = None) -> list[Any]:
+    """The application starts over 2 s after a 503: the new session re-runs the lookup that came first,
+    then the write; ``pid``: the recorder named the process that sent them all."""
+    flows = [
         tools_list(100),
         call(1, "lookup", at=100.5, ok=True),
         call(2, "write_record", at=101, status=503, body=b"unavailable", content_type="text/plain"),
         call(1, "lookup", at=103, scope="B", ok=True),
         call(2, "write_record", at=103.1, scope="B", ok=True),
-    )
+    ]
+    return from_process(pid, *flows) if pid is not None else flows
+
+
+def test_app_retry_on_a_fresh_session_is_unsafe_for_a_write_tool(tmp_path: Path) -> None:
+    records, groups = run(tmp_path, *app_starting_over(pid=4242))
     (group,) = groups
-    # Medium, not high: a fresh session of the same client may also be its next run sending the same request.
+    # Medium, not high: one process may host several clients, and its next case may send the same request.
     assert (group["origin"], group["confidence"], group["attempts"]) == ("app-retry", "medium", 2)
     assert group["safety"] == "unsafe" and group["may_have_run_twice"] is True
     retry = by_id(records)[group["members"][1]]
@@ -80,8 +85,35 @@ def test_app_retry_on_a_fresh_session_is_unsafe_for_a_write_tool(tmp_path: Path)
     assert by_id(records)[group["members"][0]]["attempt"] == 1
 
 
+def test_without_a_recorded_process_a_new_session_2_s_later_may_be_the_next_run(tmp_path: Path) -> None:
+    """The same wire with no process named: the new session began 2 s after the first went quiet, as long as a
+    new process takes to start. The link stays (the chain shows what may have run twice), but low."""
+    records, groups = run(tmp_path, *app_starting_over())
+    (group,) = groups
+    assert (group["origin"], group["confidence"], group["attempts"]) == ("app-retry", "low", 2)
+    assert any("may be the application's next run" in e for e in group["evidence"])
+    retry = by_id(records)[group["members"][1]]
+    assert "may be the application's next run" in retry["client"]["joined"]
+    assert retry["flags"] == ["DUPLICATE_EXECUTION", "UNSAFE_RETRY"], "the chain holds both executions"
+
+
 def test_a_lone_write_on_a_fresh_session_is_a_duplicate_execution_not_a_linked_retry(tmp_path: Path) -> None:
-    """Retry or the client's next run: the capture cannot tell, so no group; but the write may have run twice."""
+    """Retry or the client's next case in the same process: the capture cannot tell, so no group; but the
+    process that ran the write ran it again."""
+    flows = [
+        tools_list(100),
+        call(1, "write_record", at=101, status=503, body=b"unavailable", content_type="text/plain"),
+        call(1, "write_record", at=103, scope="B", ok=True),
+    ]
+    records, groups = run(tmp_path, *from_process(4242, *flows))
+    assert groups == []
+    first, again = (r for r in records if r["method"] == "tools/call")
+    assert again["flags"] == ["DUPLICATE_EXECUTION"] and again["retry_group"] is None
+    assert any(f"not linked as a retry: {first['call_id']}" in e for e in again["evidence"])
+
+
+def test_a_lone_write_of_what_may_be_the_next_run_is_said_not_counted(tmp_path: Path) -> None:
+    """No process recorded, 2 s between the sessions: the same write again may be the next run's own."""
     records, groups = run(
         tmp_path,
         tools_list(100),
@@ -90,8 +122,20 @@ def test_a_lone_write_on_a_fresh_session_is_a_duplicate_execution_not_a_linked_r
     )
     assert groups == []
     first, again = (r for r in records if r["method"] == "tools/call")
-    assert again["flags"] == ["DUPLICATE_EXECUTION"] and again["retry_group"] is None
-    assert any(f"not linked as a retry: {first['call_id']}" in e for e in again["evidence"])
+    assert again["flags"] == [] and again["retry_group"] is None
+    assert any(f"before in {first['call_id']}" in e and "not counted as run twice" in e for e in again["evidence"])
+
+
+def test_two_recorded_processes_are_two_clients_whatever_the_wire_says(tmp_path: Path) -> None:
+    """Sequential runs of one script: identical calls, the second process 2 s after the first one's 503."""
+    first = from_process(4242, tools_list(100), call(1, "write_record", at=101, status=503, body=b"x"))
+    second = from_process(4343, call(1, "write_record", at=103, scope="B", ok=True), started_at=102.0)
+    records, groups = run(tmp_path, *first, *second)
+    assert groups == []
+    tool_calls = [r for r in records if r["method"] == "tools/call"]
+    assert [r["client"]["process"]["pid"] for r in tool_calls] == [4242, 4343]
+    assert tool_calls[0]["client"]["lineage"] != tool_calls[1]["client"]["lineage"]
+    assert all(r["flags"] == [] for r in tool_calls[1:])
 
 
 def test_read_only_tool_may_be_retried(tmp_path: Path) -> None:

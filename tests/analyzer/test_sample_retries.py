@@ -22,9 +22,11 @@ def groups_of(name: str) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]
     [
         ("ts-2025-resume-after-cut", "transport-resume", "high", ["tools/call"], True),
         ("py-protocol-fallback", "protocol-fallback", "high", ["server/discover", "initialize"], False),
-        # On a fresh session: the wire cannot tell a retry from the client's next run sending the same request.
-        ("py-app-retry-after-503", "app-retry", "medium", ["tools/call", "tools/call"], True),
-        ("py-session-expired", "session-reinit", "high", ["tools/call", "tools/call"], True),
+        # Recorded before the recorder named processes: the fresh session began about 1 s after the first went
+        # quiet, as long as a new process takes to start, so it may be the next run (low). With the process
+        # recorded, medium and high (test_a_recorded_process_makes_the_samples_links_sure).
+        ("py-app-retry-after-503", "app-retry", "low", ["tools/call", "tools/call"], True),
+        ("py-session-expired", "session-reinit", "low", ["tools/call", "tools/call"], True),
         ("py-2026-stateless", "mrtr-round", "high", ["tools/call", "tools/call"], False),
         ("py-auth-retry", "auth-retry", "high", ["initialize", "initialize"], True),
     ],
@@ -40,6 +42,26 @@ def test_origin_of_each_real_retry(
     for attempt, member in enumerate(group["members"], 1):
         assert (calls[member]["retry_group"], calls[member]["attempt"]) == (group["retry_group"], attempt)
     assert calls[group["members"][-1]]["retry_origin"] == origin
+
+
+@pytest.mark.parametrize(
+    ("name", "origin", "confidence"),
+    [("py-app-retry-after-503", "app-retry", "medium"), ("py-session-expired", "session-reinit", "high")],
+)
+def test_a_recorded_process_makes_the_samples_links_sure(
+    tmp_path: Path, name: str, origin: str, confidence: str
+) -> None:
+    """The same sample, as the recorder writes it now: every flow names the one process that sent it."""
+    from mitmproxy import io as flow_io
+
+    from tests.analyzer.flows import from_process, write
+
+    with (SAMPLES / f"{name}.flows").open("rb") as stream:
+        flows = list(flow_io.FlowReader(stream).stream())
+    analysis = analyze([write(tmp_path, *from_process(4242, *flows))])  # type: ignore[arg-type]
+    (group,) = [g.record() for g in analysis.retry_groups]
+    assert (group["origin"], group["confidence"]) == (origin, confidence)
+    assert not any("next run" in e for e in group["evidence"])
 
 
 def test_app_retry_groups_the_same_id_across_sessions_and_flags_the_write() -> None:

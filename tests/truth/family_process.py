@@ -158,7 +158,9 @@ def crowd_of_processes(url: str, control: Control, plan: Plan) -> list[Attempt]:
     return attempts
 
 
-def on_test_server(scenario: Callable[[str, Control, Plan], list[Attempt]]) -> Callable[[str, Path, Plan], list[Attempt]]:
+def on_test_server(
+    scenario: Callable[[str, Control, Plan], list[Attempt]],
+) -> Callable[[str, Path, Plan], list[Attempt]]:
     def record(name: str, out: Path, plan: Plan) -> list[Attempt]:
         with start_server("stateful") as server, recording(f"http://127.0.0.1:{server.port}", name, out) as url:
             attempts = scenario(f"{url}/mcp", Control(server.port), plan)
@@ -236,15 +238,15 @@ def lost_affinity(name: str, out: Path, plan: Plan) -> list[Attempt]:
     attempts: list[Attempt] = []
     with start_server("stateful") as a, start_server("stateful") as b, tempfile.TemporaryDirectory() as tmp:
         port = free_port()
-        with running_nginx(BALANCER_CONF.format(tmp=tmp, port=port, a=a.port, b=b.port), port, Path(tmp)):
-            with recording(f"http://127.0.0.1:{port}", name, out) as url:
-                for run in (1, 2, 3):
-                    kind: Kind = "first" if run == 1 else "independent"
-                    script = [
+        conf = BALANCER_CONF.format(tmp=tmp, port=port, a=a.port, b=b.port)
+        with running_nginx(conf, port, Path(tmp)), recording(f"http://127.0.0.1:{port}", name, out) as url:
+            for run in (1, 2, 3):
+                kind: Kind = "first" if run == 1 else "independent"
+                script = [
                         labelled(f"p/affinity/run{run}/ask", "echo", {"text": "balanced"}, kind,
                                  times=AFFINITY_TRIES, delay=0.1, new_session=True, origin="session-reinit"),
                     ]  # fmt: skip
-                    attempts += run_one(["--url", f"{url}/mcp"], script)
+                attempts += run_one(["--url", f"{url}/mcp"], script)
     expect(any(a.outcome == "error" for a in attempts), "some session lost its instance", attempts)
     expect(all(a.outcome == "ok" for a in _last_attempts(attempts)), "each client's call lands at last", attempts)
     return attempts
@@ -294,4 +296,3 @@ def record_family(name: str, out: Path, plan: Plan) -> list[dict[str, Any]]:
     for part, record in PARTS.items():
         attempts += record(f"{name}-{part}", out, plan)
     return [attempt.record() for attempt in attempts]
-

@@ -34,6 +34,10 @@ Families:
   h  OAuth: the TypeScript SDK's client auth against the Python SDK's authorization and resource
      server: discovery, registration, token, refresh after a revoked token, a 403 look-alike
      (tests/truth/family_oauth.py).
+  p  separate client processes (tests/truth/process_client.py, one process per run): sequential runs
+     of one script, a crowd of processes at once, a server killed mid-call and restarted, lost
+     session affinity behind round-robin nginx, and a stdio server restarted by its client (p-stdio/,
+     a directory of one recording), each with a later look-alike process (tests/truth/family_process.py).
 
 DIR/corpus.json keeps what each client saw, for debugging; the scorer does not read it.
 """
@@ -42,6 +46,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 import time
 from collections.abc import Awaitable, Callable
@@ -56,7 +61,7 @@ import anyio  # noqa: E402
 
 from tests.support.processes import start_server  # noqa: E402
 from tests.support.raw_http import Control  # noqa: E402
-from tests.truth import family_agent, family_bridge, family_gateway, family_oauth  # noqa: E402
+from tests.truth import family_agent, family_bridge, family_gateway, family_oauth, family_process  # noqa: E402
 from tests.truth.driver import Attempt, call, open_session  # noqa: E402
 from tests.truth.harness import Plan, ScenarioFailed, expect, recording  # noqa: E402
 from tests.truth.labels import Label  # noqa: E402
@@ -242,13 +247,16 @@ FAMILIES: dict[str, RecordFamily] = {
     "f": family_bridge.record_family,
     "g": family_gateway.record_family,
     "h": family_oauth.record_family,
+    "p": family_process.record_family,
 }
 
 
 def record(out: Path, plan: Plan, families: list[str]) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
     for stale in out.glob("*.flows"):
-        stale.unlink()  # the scorer reads every capture in the directory
+        stale.unlink()  # the scorer reads every capture in the directory, and each recording directory
+    for stale_directory in (p for p in out.iterdir() if p.is_dir()):
+        shutil.rmtree(stale_directory)
     corpus: dict[str, Any] = {"plan": plan.__dict__, "families": {}}
     for name in families:
         started = time.monotonic()

@@ -46,11 +46,11 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))  # tests.truth, when run as a script
 
 
+from mitmproxy import io as flow_io  # noqa: E402
+
 from mcp_blackbox.analyzer import analyze  # noqa: E402
 from mcp_blackbox.analyzer.model.contract import CallRecord  # noqa: E402
 from mcp_blackbox.analyzer.wire import stdio_capture  # noqa: E402
-from mitmproxy import io as flow_io  # noqa: E402
-
 from tests.truth.harness import read_flows, read_relabels, tools_call  # noqa: E402
 from tests.truth.labels import Label  # noqa: E402
 
@@ -122,9 +122,10 @@ def _stdio_labels(path: Path) -> dict[str, Label]:
             message = json.loads(stdio_capture.line_payload(record))
         except ValueError:
             continue
-        if isinstance(message, dict) and message.get("method") == "tools/call":
-            if (label := Label.from_params(message.get("params"))) is not None:
-                labels[_stdio_key(path.name, message.get("id"))] = label
+        if not isinstance(message, dict) or message.get("method") != "tools/call":
+            continue
+        if (label := Label.from_params(message.get("params"))) is not None:
+            labels[_stdio_key(path.name, message.get("id"))] = label
     return labels
 
 
