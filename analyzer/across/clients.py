@@ -231,9 +231,9 @@ class _Ends:
         if at < len(self.entries) and self.entries[at][2] is lineage:  # not forgotten
             del self.entries[at]
 
-    def idle(self, start: float, within: float) -> tuple[int, _Lineage | None]:
-        """How many ended in the ``within`` seconds before ``start``, and the last of them."""
-        low = bisect.bisect_left(self.entries, (start - within,))
+    def idle(self, start: float) -> tuple[int, _Lineage | None]:
+        """How many ended in the retry window before ``start``, and the last of them."""
+        low = bisect.bisect_left(self.entries, (start - IDLE_WINDOW,))
         high = bisect.bisect_right(self.entries, (start, float("inf")))
         return high - low, self.entries[high - 1][2] if high > low else None
 
@@ -305,9 +305,8 @@ class _Lineages:
         for ends in (*self.ends.values(), *self.ends_by_process.values()):
             ends.forget(before)
 
-    def idle(self, unit: _Unit, within: float = IDLE_WINDOW) -> tuple[int, _Lineage | None]:
-        """How many lineages that may be the unit's went idle in the ``within`` seconds before it began (by
-        default the retry window), and the last.
+    def idle(self, unit: _Unit) -> tuple[int, _Lineage | None]:
+        """How many lineages that may be the unit's went idle in the retry window before it began, and the last.
 
         Only that window: a client idle for longer is no candidate a retry could come from, and without
         the bound one ambiguous moment would leave every later session of that kind on its own. A unit
@@ -316,9 +315,9 @@ class _Lineages:
         """
         kind = (unit.software, unit.host, unit.source)
         if unit.process is None:
-            return self.ends[kind].idle(unit.start, within) if kind in self.ends else (0, None)
+            return self.ends[kind].idle(unit.start) if kind in self.ends else (0, None)
         found = [
-            self.ends_by_process[key].idle(unit.start, within)
+            self.ends_by_process[key].idle(unit.start)
             for key in ((kind, unit.process), (kind, None))
             if key in self.ends_by_process
         ]
@@ -391,26 +390,13 @@ def _idle_lineage(unit: _Unit, lineages: _Lineages) -> tuple[_Lineage | None, st
 
     The one idle candidate is it; if nothing measured says so and it went quiet long enough before for a
     new process to have started (NEW_PROCESS_GAP), the unit may as well be the application's next run: it
-    joins, as a possible next run. Among several, the one that went quiet just before the unit began is it,
-    if it is the only one: one running program turned around; the others would have waited, or be other
-    clients."""
+    joins, as a possible next run. Among several, the capture cannot tell which."""
     count, last = lineages.idle(unit)
     if count == 0 or last is None:
         return None, "first seen", False
     only = f"same software and {_origin(unit)}, the only such client idle when this one began"
     if count == 1 and not _maybe_a_new_process(unit, last):
         return last, only, False
-    recent, just_before = lineages.idle(unit, NEW_PROCESS_GAP)
-    if recent == 1 and just_before is not None:
-        others = f"; {count - 1} more idle for longer" if count > 1 else ""
-        why = f"same software and {_origin(unit)}, the only such client that went quiet within {NEW_PROCESS_GAP:g} s"
-        return just_before, f"{why} before this one began{others}", False
-    if recent > 1:
-        return (
-            None,
-            f"first seen ({recent} clients of the same software went quiet just before: cannot tell which)",
-            False,
-        )
     if count == 1:
         gap = unit.start - last.end
         why = (
