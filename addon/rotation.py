@@ -40,6 +40,8 @@ from mitmproxy.utils import human
 from mcp_blackbox.addon.mcp_detect import request_messages
 from mcp_blackbox.analyzer.wire.inputs import ROTATED_NAME
 from mcp_blackbox.analyzer.wire.metadata import METADATA_KEY
+from mcp_blackbox.analyzer.wire.recording import METADATA_KEY as RECORDING_KEY
+from mcp_blackbox.analyzer.wire.recording import marker, recording_id
 
 logger = logging.getLogger("mcp_blackbox")
 
@@ -129,6 +131,7 @@ class FlowFiles:
         self.path: Path | None = None
         self.size = 0
         self.number = 0  # rotated files opened in this run
+        self.opened = 0  # files opened in this run, rotated or not: the recording's file numbers
 
     # -- writing
 
@@ -151,6 +154,11 @@ class FlowFiles:
         if self.directory is not None and self.rotate_size is not None and self.size >= self.rotate_size:
             self.close(sync=True)
             self.apply_retention()
+
+    def starting_file(self) -> int | None:
+        """Open the file the next record goes to; its number in the recording if the record starts it."""
+        self._open_for_now()
+        return self.opened if self.size == 0 else None
 
     def open_now(self) -> None:
         """Open the file at start-up (single-file mode), so that it exists once the proxy listens."""
@@ -186,6 +194,7 @@ class FlowFiles:
         os.fchmod(self.fd, FILE_MODE)  # an existing file keeps its mode through O_TRUNC: make it ours
         self.reopen.add(key)
         self.path, self.size = path, os.fstat(self.fd).st_size
+        self.opened += 1
 
     def _open_rotated(self) -> None:
         assert self.directory is not None
@@ -201,6 +210,7 @@ class FlowFiles:
             break
         os.fchmod(self.fd, FILE_MODE)
         self.path, self.size = path, 0
+        self.opened += 1
         self.apply_retention()
 
     def apply_retention(self) -> list[Path]:
@@ -257,6 +267,7 @@ class CaptureWriter:
         self.open_flows: dict[str, http.HTTPFlow] = {}
         self.is_running = False
         self.write_all = True
+        self.recording = recording_id()  # every file this writer starts says it (analyzer/wire/recording.py)
 
     def load(self, loader: Any) -> None:
         loader.add_option(
@@ -360,7 +371,11 @@ class CaptureWriter:
         if self.files is None or not (self.write_all or is_mcp(flow)):
             return
         try:
-            self.files.write(tnetstring.dumps(flow.get_state()))
+            state = flow.get_state()
+            if (number := self.files.starting_file()) is not None:
+                # The first flow of each file names the recording, on the copy written: the live flow is untouched.
+                state["metadata"] = {**state.get("metadata", {}), RECORDING_KEY: marker(self.recording, number)}
+            self.files.write(tnetstring.dumps(state))
         except Exception as e:  # a full disk must not stop the traffic; say it every time it happens
             logger.error(
                 "mcp_blackbox: flow %s NOT written to %s: %s", flow.id, self.files.path or self.files.target, e

@@ -35,6 +35,9 @@ from types import FrameType
 from typing import Any
 
 from mcp_blackbox.analyzer.wire import stdio_capture as fmt
+from mcp_blackbox.analyzer.wire.inputs import recording_marker
+from mcp_blackbox.analyzer.wire.metadata import ProcessRecord
+from mcp_blackbox.analyzer.wire.recording import RecordingRecord, marker, recording_id, stdio_recording_id
 
 CHUNK = 64 * 1024  # a pipe's default capacity on Linux: one read takes whatever a writer could queue
 FILE_MODE = 0o600
@@ -235,14 +238,23 @@ class Pump(threading.Thread):
 
 
 class StdioRecorder:
-    def __init__(self, command: Sequence[str], capture: CaptureWriter, *, limit: int = fmt.LINE_LIMIT) -> None:
+    def __init__(
+        self,
+        command: Sequence[str],
+        capture: CaptureWriter,
+        *,
+        limit: int = fmt.LINE_LIMIT,
+        directory: Path | None = None,
+    ) -> None:
         self.command = list(command)
         self.capture = capture
         self.limit = limit
+        self.directory = directory  # -w DIR/: each server run a file of its own, in one recording
         self.child: subprocess.Popen[bytes] | None = None
         self.pending_signals: list[int] = []
 
     def header(self, start: float, recorder: str) -> dict[str, Any]:
+        client = _client_process()
         return {
             "format": fmt.FORMAT,  # first: the key a reader identifies the file by
             "version": fmt.VERSION,
@@ -252,10 +264,24 @@ class StdioRecorder:
             "cwd": os.getcwd(),
             "pid": os.getpid(),
             # The client: the process that started the wrapper as its server (measured, not inferred).
-            "client_process": _client_process(),
+            "client_process": client,
+            # Which recording the file is part of, and its number in it (analyzer/wire/recording.py).
+            "recording": self._recording(client),
             "recorder": recorder,
             "line_limit": self.limit,
         }
+
+    def _recording(self, client: ProcessRecord | None) -> RecordingRecord:
+        """The servers one client started into one directory are one recording, numbered as they started."""
+        if self.directory is None:
+            return marker(recording_id(), 1)
+        recording = stdio_recording_id(client, self.directory)
+        earlier = [
+            path
+            for path in self.directory.glob(f"*{fmt.SUFFIX}")
+            if path != self.capture.path and (found := recording_marker(str(path))) and found["id"] == recording
+        ]
+        return marker(recording, len(earlier) + 1)
 
     def on_signal(self, number: int, frame: FrameType | None) -> None:
         child = self.child
@@ -381,12 +407,13 @@ def run(command: Sequence[str], target: str, *, recorder: str, limit: int = fmt.
         return STATUS_WRAPPER_FAILED
     capture = CaptureWriter(fd, path)
     try:
-        return StdioRecorder(command, capture, limit=limit).run(recorder)
+        directory = path.parent if path != Path(target) else None
+        return StdioRecorder(command, capture, limit=limit, directory=directory).run(recorder)
     finally:
         capture.close()
 
 
-def _client_process() -> Any:
+def _client_process() -> ProcessRecord | None:
     """The wrapper's parent, as addon/peer_lookup.py describes a process; None without psutil, or unreadable."""
     try:
         from mcp_blackbox.addon.peer_lookup import parent_process

@@ -22,6 +22,7 @@ from mcp_blackbox.analyzer.review.check import DEFAULT_FAIL_ON, Allowance, parse
 from mcp_blackbox.analyzer.review.summary_text import summary_text
 from mcp_blackbox.analyzer.version import NOT_INSTALLED, installed_version
 from mcp_blackbox.analyzer.wire.inputs import expand_captures, recording_of
+from mcp_blackbox.analyzer.wire.stdio_capture import is_stdio_capture
 from mcp_blackbox.cli import run_command
 from mcp_blackbox.cli.environment import addon_path, mitmdump_executable
 from mcp_blackbox.cli.options import recording_options
@@ -223,10 +224,12 @@ def _streamed(captures: list[str], window: float, consume: Any) -> int:
     """``consume`` a CallStream of the captures, with a progress line; then say on stderr what was read.
 
     A window reads one recording (a file, or a recorder's rotated files) in the order it was written;
-    several recordings are not in one time order, so they are read whole."""
+    several recordings are not in one time order, so they are read whole, and so are the stdio captures of
+    one recording (servers run side by side: their files overlap in time)."""
     report = LoadReport()
     paths = expand_captures(captures)
-    one_recording = len({recording_of(path) for path in paths}) == 1
+    in_order = len(paths) == 1 or not any(is_stdio_capture(path) for path in paths)
+    one_recording = in_order and len({recording_of(path) for path in paths}) == 1
     stream = CallStream(paths, window=(window or None) if one_recording else None, report=report)
     size = progress.wanted(paths)
     with contextlib.nullcontext() if size is None else progress.ProgressLine(report, size):

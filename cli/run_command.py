@@ -26,6 +26,8 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from mcp_blackbox.analyzer.wire.recording import ENV as RECORDING_ENV
+from mcp_blackbox.analyzer.wire.recording import recording_id
 from mcp_blackbox.cli.environment import addon_path, mitmdump_executable
 from mcp_blackbox.cli.options import recording_options
 
@@ -167,14 +169,19 @@ def recorder_command(args: argparse.Namespace, workdir: Path, upstream_bundle: P
     return command
 
 
-def start_recorder(command: list[str], workdir: Path) -> Recorder:
+def start_recorder(command: list[str], workdir: Path, recording: str) -> Recorder:
     log_file = workdir / "recorder.log"
     listen_file = workdir / "listen.json"
     ca_file = workdir / "confdir" / "mitmproxy-ca-cert.pem"
     with log_file.open("wb") as log:
         # A session of its own: a Ctrl-C at the terminal is COMMAND's to handle; the recorder stops after it.
         process = subprocess.Popen(
-            command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env={**os.environ, RECORDING_ENV: recording},
         )
     recorder = Recorder(process, 0, ca_file, log_file)
     deadline = time.monotonic() + START_TIMEOUT
@@ -372,13 +379,15 @@ def run(args: argparse.Namespace) -> int:
         workdir = Path(tmp)
         system_bundle, system_words = system_ca_bundle()
         upstream_bundle = _upstream_bundle(args, workdir, system_bundle)
+        # One recording: the recorder's flow files and every stdio capture a wrapper under COMMAND writes.
+        recording = recording_id()
         try:
-            recorder = start_recorder(recorder_command(args, workdir, upstream_bundle), workdir)
+            recorder = start_recorder(recorder_command(args, workdir, upstream_bundle), workdir, recording)
         except RuntimeError as e:
             say(str(e))
             return 125
         try:
-            env = _client_setup(args, workdir, recorder, system_bundle, system_words)
+            env = _client_setup(args, workdir, recorder, system_bundle, system_words) | {RECORDING_ENV: recording}
             status = run_child(argv, env, signals)
         finally:
             stopped = recorder.stop()

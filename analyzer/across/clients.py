@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 from mcp_blackbox.analyzer.model.identity import CONNECTION_PREFIX, ClientIdentity, ClientProcess, is_session_unit
 from mcp_blackbox.analyzer.model.records import Call, Exchange
-from mcp_blackbox.analyzer.wire.inputs import recording_of
+from mcp_blackbox.analyzer.wire.inputs import recording_marker, recording_of
 
 STATELESS_PREFIX = "exchange:"
 OPENING_METHODS = frozenset({"server/discover", "initialize"})
@@ -66,12 +66,12 @@ class _Unit:
 
     @property
     def source(self) -> str:
-        """The recording it is in: lineages never join units of two recordings, but a rotated recording's
-        files are one (analyzer/inputs.recording_of), and so are the stdio captures of one client process:
-        each run of a server it started is a file of its own (record --stdio -w DIR/), and the process that
-        started them all is measured (the header's client_process), not guessed from their content."""
+        """The recording it is in: lineages never join units of two recordings, but the files of one
+        recording are one (analyzer/wire/inputs.recording_of: what the recorder wrote in them). A stdio
+        capture from before recordings were written joins the others of the client process that started
+        its server (the header's client_process: measured, not guessed from their content)."""
         exchange = self.first.exchange
-        if exchange.stdio is not None and self.process is not None:
+        if exchange.stdio is not None and self.process is not None and recording_marker(exchange.source) is None:
             return f"stdio servers of pid {self.process.pid} started {self.process.started_at:.6f}"
         return recording_of(exchange.source)
 

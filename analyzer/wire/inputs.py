@@ -5,20 +5,28 @@ A recorder that rotates its files (``mcp-blackbox record --rotate-size``, the ad
 leaves a directory of ``mcp-<UTC start>-<n>.flows`` files; given the directory, or a glob of them, the
 analyzer reads them as one capture. Their names sort in time order, so sorting by name reads them in
 the order they were written. A stream that spans a rotation is whole: a flow is written when it ends,
-and the analysis joins every file's messages on one timeline before pairing them.
+and the analysis joins every file's messages on one timeline before pairing them. Which files are one
+recording is what their recorder wrote in them (analyzer/wire/recording.py), not their names: two runs of
+a recorder into one directory are two recordings.
 """
 
 from __future__ import annotations
 
+import functools
 import glob
+import json
 import os
 import re
 from collections.abc import Iterable
 from pathlib import Path
 
+from mcp_blackbox.analyzer.wire.recording import METADATA_KEY as RECORDING_KEY
+from mcp_blackbox.analyzer.wire.recording import RecordingRecord, read_marker
 from mcp_blackbox.analyzer.wire.stdio_capture import (
     SUFFIX as STDIO_SUFFIX,  # a stdio capture (analyzer/read/stdio_load.py)
 )
+from mcp_blackbox.analyzer.wire.stdio_capture import is_stdio_capture
+from mcp_blackbox.analyzer.wire.tnetstring_reader import decode, read_record
 
 CAPTURE_SUFFIX = ".flows"
 # A file the recorder rotated: mcp-<UTC start>-<n>.flows (addon/rotation.py names them).
@@ -26,10 +34,32 @@ ROTATED_NAME = re.compile(r"^mcp-\d{8}T\d{6}Z-\d{4,}\.flows$")
 
 
 def recording_of(source: str) -> str:
-    """The recording a capture file belongs to: its directory for a rotated file (one recorder, one
-    client population, cut into files), else the file itself."""
+    """The recording a capture file belongs to: the recording its recorder wrote into it
+    (analyzer/wire/recording.py); for a file without one (an older recorder, plain mitmdump), its directory
+    if it is a rotated file (one recorder, one client population, cut into files), else the file itself."""
+    found = recording_marker(source)
+    if found is not None:
+        return f"recording {found['id']}"
     path = Path(source)
     return str(path.parent) if ROTATED_NAME.match(path.name) else source
+
+
+@functools.lru_cache(maxsize=4096)  # asked once per client unit: each file is opened once
+def recording_marker(source: str) -> RecordingRecord | None:
+    """The recording record of a capture file: a stdio header's ``recording``, or the first flow's
+    metadata; None if it has none or cannot be read (the loader says why it cannot)."""
+    try:
+        if is_stdio_capture(source):
+            with open(source, "rb") as file:
+                header = json.loads(file.readline())
+            return read_marker(header.get("recording")) if isinstance(header, dict) else None
+        with open(source, "rb") as file:
+            record = read_record(file)
+        state = decode(record, {"metadata": True}) if record else None
+    except (OSError, ValueError):
+        return None
+    metadata = state.get("metadata") if isinstance(state, dict) else None
+    return read_marker(metadata.get(RECORDING_KEY)) if isinstance(metadata, dict) else None
 
 
 def expand_captures(arguments: Iterable[str | os.PathLike[str]]) -> list[str]:

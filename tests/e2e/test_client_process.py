@@ -110,6 +110,9 @@ def test_a_stdio_server_restarted_by_its_client_is_one_recording_and_the_re_send
     assert [a["ok"] for a in attempts] == [False, True], attempts
     files = sorted(captures.iterdir())
     assert len(files) == 2, files
+    headers = [json.loads(f.read_text().splitlines()[0]) for f in files]
+    assert len({h["recording"]["id"] for h in headers}) == 1, "the client's servers are one recording"
+    assert sorted(h["recording"]["file"] for h in headers) == [1, 2]
     analysis = analyze([captures])
     crashes = [c for c in analysis.calls if c["tool"] == "crash"]
     assert [c["outcome"] for c in crashes] == ["NO_RESPONSE", "TOOL_SUCCESS"], crashes

@@ -138,3 +138,59 @@ def test_a_clients_sessions_in_two_rotated_files_are_one_lineage_and_two_recordi
     assert [g.origin for g in whole.retry_groups] == ["app-retry"]
     assert [g.origin for g in rotated.retry_groups] == ["app-retry"]
     assert separate.retry_groups == []
+
+
+def _split_sample(tmp_path: Path, names: tuple[str, str], recordings: tuple[str, str] | None) -> Path:
+    """The 503 sample cut into two files at its second session, each file's first flow naming its recording
+    (``recordings``, as the recorder writes it: analyzer/wire/recording.py), or none."""
+    from mitmproxy import io as flow_io
+    from mitmproxy.http import HTTPFlow
+
+    from mcp_blackbox.analyzer.wire.recording import METADATA_KEY, marker
+
+    sample = Path(__file__).resolve().parents[2] / "sample_captures" / "py-app-retry-after-503.flows"
+    with sample.open("rb") as f:
+        flows = [flow for flow in flow_io.FlowReader(f).stream() if isinstance(flow, HTTPFlow)]
+    sessions = list(dict.fromkeys(f.response.headers.get("mcp-session-id") for f in flows if f.response))
+    first = [f for f in flows if f.response is None or f.response.headers.get("mcp-session-id") != sessions[-1]]
+    parts = (first, [f for f in flows if f not in first])
+    folder = tmp_path / "-".join(names)
+    folder.mkdir()
+    for number, (name, part) in enumerate(zip(names, parts, strict=True), 1):
+        if recordings is not None:
+            part[0].metadata[METADATA_KEY] = marker(recordings[number - 1], number)
+        with (folder / name).open("wb") as out:
+            writer = flow_io.FlowWriter(out)
+            for flow in part:
+                writer.add(flow)
+    return folder
+
+
+ROTATED = ("mcp-20261130T012645Z-0001.flows", "mcp-20261130T012646Z-0002.flows")
+
+
+def test_files_are_joined_by_the_recording_they_name_not_by_their_names(tmp_path: Path) -> None:
+    """Two runs of a recorder into one directory write rotated names in both: the recording each file names
+    keeps them apart; one recording's files join whatever their names (a renamed file, a copy)."""
+    from mcp_blackbox.analyzer.outputs.analysis import analyze
+    from mcp_blackbox.analyzer.wire.inputs import recording_of
+
+    two_runs = _split_sample(tmp_path, ROTATED, ("a" * 32, "b" * 32))
+    assert len({recording_of(str(p)) for p in two_runs.iterdir()}) == 2
+    assert analyze([str(two_runs)]).retry_groups == []
+    renamed = _split_sample(tmp_path, ("monday.flows", "tuesday.flows"), ("c" * 32, "c" * 32))
+    assert len({recording_of(str(p)) for p in renamed.iterdir()}) == 1
+    assert [g.origin for g in analyze([str(renamed)]).retry_groups] == ["app-retry"]
+
+
+def test_a_malformed_recording_marker_is_no_recording(tmp_path: Path) -> None:
+    """A capture is untrusted: a marker that is not {id: str, file: int} is ignored, the names decide."""
+    from mcp_blackbox.analyzer.wire.inputs import recording_marker
+    from mcp_blackbox.analyzer.wire.recording import read_marker
+
+    assert read_marker({"id": 7, "file": 1}) is None and read_marker(["x"]) is None
+    assert read_marker({"id": "", "file": 1}) is None and read_marker({"id": "x", "file": "1"}) is None
+    folder = _split_sample(tmp_path, ROTATED, None)
+    assert all(recording_marker(str(p)) is None for p in folder.iterdir())
+    (folder / "garbage.flows").write_bytes(b"12:not a record")
+    assert recording_marker(str(folder / "garbage.flows")) is None

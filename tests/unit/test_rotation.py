@@ -23,6 +23,8 @@ from mcp_blackbox.addon.rotation import (
     rotated_files,
     rotated_name,
 )
+from mcp_blackbox.analyzer.wire.recording import ENV as RECORDING_ENV
+from mcp_blackbox.analyzer.wire.recording import METADATA_KEY as RECORDING_KEY
 from tests.analyzer.flows import exchange, result, text_result, tool_call
 
 START = 1_796_153_400.0  # 2026-12-01T19:30:00Z
@@ -243,3 +245,49 @@ def test_writer_addon_rotates_into_a_directory(tmp_path: Path) -> None:
     written = rotated_files(tmp_path / "caps")
     assert len(written) > 1
     assert [f.id for p in written for f in read(p)] == [f.id for f in flows]
+
+
+def write_rotated(directory: Path, count: int) -> list[HTTPFlow]:
+    """One run of the writer addon rotating ``count`` flows into ``directory``."""
+    writer = CaptureWriter()
+    flows = [call_flow(n) for n in range(count)]
+    with taddons.context(writer) as tctx:
+        tctx.configure(writer, mcp_write=str(directory), mcp_rotate_size="1k", mcp_keep="100")
+        writer.running()
+        for flow in flows:
+            writer.request(flow)
+            writer.response(flow)
+        writer.done()
+    return flows
+
+
+def test_the_first_flow_of_each_file_names_the_recording_and_its_number(tmp_path: Path) -> None:
+    """Two runs into one directory: each file's first flow carries its run's id and its number in the run;
+    the other flows carry nothing, and the live flows are left as they were."""
+    flows = write_rotated(tmp_path / "caps", 6)
+    first_run = rotated_files(tmp_path / "caps")
+    write_rotated(tmp_path / "caps", 4)
+    second_run = [p for p in rotated_files(tmp_path / "caps") if p not in first_run]
+    assert len(first_run) > 1 and len(second_run) > 1
+    assert all(RECORDING_KEY not in flow.metadata for flow in flows), "the live flow is not touched"
+
+    def markers(paths: list[Path]) -> list[tuple[str, int]]:
+        found = []
+        for path in paths:
+            head, *rest = read(path)
+            assert all(RECORDING_KEY not in flow.metadata for flow in rest)
+            found.append((head.metadata[RECORDING_KEY]["id"], head.metadata[RECORDING_KEY]["file"]))
+        return found
+
+    first, second = markers(first_run), markers(second_run)
+    assert [n for _, n in first] == list(range(1, len(first_run) + 1))
+    assert [n for _, n in second] == list(range(1, len(second_run) + 1))
+    assert len({i for i, _ in first}) == 1 and len({i for i, _ in second}) == 1
+    assert first[0][0] != second[0][0], "two runs of the recorder are two recordings"
+
+
+def test_a_recording_handed_down_by_run_names_the_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(RECORDING_ENV, "f" * 32)
+    write_rotated(tmp_path / "caps", 3)
+    heads = [read(path)[0] for path in rotated_files(tmp_path / "caps")]
+    assert {h.metadata[RECORDING_KEY]["id"] for h in heads} == {"f" * 32}
