@@ -56,7 +56,7 @@ def recording_marker(source: str) -> RecordingRecord | None:
         with open(source, "rb") as file:
             record = read_record(file)
         state = decode(record, {"metadata": True}) if record else None
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # RecursionError: a stdio header nested too deeply
         return None
     metadata = state.get("metadata") if isinstance(state, dict) else None
     return read_marker(metadata.get(RECORDING_KEY)) if isinstance(metadata, dict) else None
