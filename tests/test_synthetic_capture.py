@@ -125,7 +125,7 @@ def test_failure_mix_is_in_the_file(capture):
     _, stats, flows = capture
     web = http_flows(flows)
     statuses = Counter(f.response.status_code for f in web if f.response is not None)
-    assert statuses[503] == stats["http_503"] >= 1
+    assert statuses[503] == stats["http_503"] >= 1 and statuses[502] == stats["http_502"] >= 1
     assert statuses[429] == stats["http_429"] >= 1
     assert all("retry-after" in f.response.headers for f in web if f.response and f.response.status_code == 429)
     no_response = [f for f in web if f.response is None]
@@ -147,7 +147,7 @@ def test_failure_mix_is_in_the_file(capture):
     assert answers.count(None) == stats["scenario_malformed_json"] >= 1
 
 
-def test_retries_after_503_and_429_use_a_new_id_and_the_same_call(capture):
+def test_retries_after_5xx_and_429_use_a_new_id_and_the_same_call(capture):
     _, stats, flows = capture
     requests = sorted(rpc_requests(http_flows(flows)), key=lambda item: item[0].request.timestamp_start)
     next_in_session: dict[str, list[tuple[HTTPFlow, dict[str, Any]]]] = defaultdict(list)
@@ -156,16 +156,16 @@ def test_retries_after_503_and_429_use_a_new_id_and_the_same_call(capture):
     retried = 0
     for session in next_in_session.values():
         for (f, message), (retry_flow, retry) in itertools.pairwise(session):
-            if f.response is None or f.response.status_code not in (503, 429):
+            if f.response is None or f.response.status_code not in (502, 503, 429):
                 continue
             retried += 1
             assert retry["id"] == message["id"] + 1
             assert retry["params"]["name"] == message["params"]["name"]
             assert retry["params"]["arguments"] == message["params"]["arguments"]
             assert retry_flow.response.status_code == 200
-            if f.response.status_code == 503:
+            if f.response.status_code in (502, 503):
                 assert retry_flow.request.timestamp_start - f.response.timestamp_end >= 1.0
-    assert retried == stats["retries"] == stats["http_503"] + stats["http_429"]
+    assert retried == stats["retries"] == stats["http_502"] + stats["http_503"] + stats["http_429"]
 
 
 def test_cut_streams_are_resumed_by_a_get_with_last_event_id(capture):

@@ -1,10 +1,10 @@
 """Did a tool run, and did a write run twice?
 
 Whether a ``tools/call`` executed is read from its verdict: a result or an answer of the wrong shape
-means the server ran it, but an isError saying the tool is unknown; a cut stream, a cancel, a 5xx or a
-request that got no response leaves it unknown (it may have run); a refusal (4xx, 429 among them, a
-JSON-RPC error such as -32601 or -32602) means it did not run, and so do a gateway's 502 with no live
-upstream and a connection the proxy never made to the server.
+means the server ran it, but an isError saying the tool is unknown; a cut stream, a cancel, a 5xx other
+than 503 or a request that got no response leaves it unknown (it may have run); a refusal (4xx, 429 among
+them, a 503, a JSON-RPC error such as -32601 or -32602) means it did not run, and so do a gateway's 502
+with no live upstream and a connection the proxy never made to the server.
 
 DUPLICATE_EXECUTION is a fact about side effects, whether or not the second call was a retry: the same
 client lineage executed, again, a tool not marked ``readOnlyHint`` or ``idempotentHint`` in
@@ -40,14 +40,24 @@ def execution(call: Call) -> Execution:
     if outcome is Outcome.NO_RESPONSE and _never_reached_the_server(call):
         return Execution.NOT_RUN
     status = call.exchange.status
-    if outcome is Outcome.HTTP_ERROR and status is not None and status >= 500 and not _no_upstream(call, status):
-        return Execution.MAYBE
+    if outcome is Outcome.HTTP_ERROR and status is not None and status >= 500:
+        return Execution.NOT_RUN if _not_processed(call, status) else Execution.MAYBE
     return Execution.MAYBE if outcome in EFFECTS_UNKNOWN else Execution.NOT_RUN
 
 
 def _unknown_tool(call: Call) -> bool:
     """isError saying the server has no such tool (the Python SDK: "Unknown tool: x"): nothing ran."""
     return "unknown tool" in (call.error_message or "").lower()
+
+
+def _not_processed(call: Call, status: int) -> bool:
+    """A 5xx that says the request went nowhere: a 503 (RFC 9110 15.6.4: the server is unable to handle
+    it now; MCP servers and gateways send it before anything runs: overload, a rate limit, no live upstream),
+    unless a gateway says its upstream reset after receiving it (Envoy: "reset before headers"); a
+    gateway's 502 with no upstream to send it to."""
+    if status == 503:
+        return "reset" not in (call.exchange.error_text or "").lower()
+    return _no_upstream(call, status)
 
 
 def _no_upstream(call: Call, status: int) -> bool:

@@ -337,8 +337,8 @@ class Retries:
         else:
             self.latest.pop(keys.request, None)
             self.latest.pop(keys.unit, None)
-        # Only an attempt that may have run can be re-sent by a gateway: keep those, so the index stays small.
-        if keys.request_id and execution(call) is Execution.MAYBE:
+        # Only an attempt a gateway re-sends after can have a gateway's copy: keep those, so the index stays small.
+        if keys.request_id and _gateway_resends_after(call):
             self.by_request_id[keys.request_id] = call
         elif keys.request_id:
             self.by_request_id.pop(keys.request_id, None)
@@ -447,9 +447,16 @@ def _request_id_key(call: Call) -> tuple[str, str, str] | None:
     return (request_id, call.method or "", call.request.facts.digest)
 
 
+def _gateway_resends_after(call: Call) -> bool:
+    """What a gateway re-sends a request after (nginx proxy_next_upstream, HAProxy retry-on): an attempt that
+    may have run (a cut, its own upstream timeout, a 502 or 504), or a 5xx that ran nothing (a 503)."""
+    status = call.exchange.status
+    return execution(call) is Execution.MAYBE or (status is not None and status >= 500)
+
+
 def _gateway_may_resend(before: Call, call: Call) -> bool:
     """A gateway re-sends after a 5xx or a cut or its own upstream timeout, at once or one timeout later."""
-    return execution(before) is Execution.MAYBE and _within_window(before, call, GATEWAY_GAP)
+    return _gateway_resends_after(before) and _within_window(before, call, GATEWAY_GAP)
 
 
 def _gateway_origin(before: Call, call: Call) -> Origin:

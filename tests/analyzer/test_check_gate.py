@@ -223,21 +223,20 @@ def test_allow_by_call_id() -> None:
     assert allowed_ids(done.stdout) == [http_error]
 
 
-def test_an_allowance_covers_only_what_it_names() -> None:
-    """The re-sent write has two flags: allowing one leaves the other; the 503 before it is its own call."""
-    http_error = only_call(RETRY_AFTER_503, outcome="HTTP_ERROR")["call_id"]
-    (again,) = [c for c in calls_of(RETRY_AFTER_503) if "UNSAFE_RETRY" in c["flags"]]
+def test_an_allowance_covers_only_what_it_names(ran_twice: Path) -> None:
+    """The re-sent write has two flags: allowing one leaves the other; the 500 before it is its own call."""
+    calls = [c for c in analyze([ran_twice]).calls if c["tool"] == "write_record"]
+    (http_error,) = [c["call_id"] for c in calls if c["outcome"] == "HTTP_ERROR"]
+    (again,) = [c for c in calls if "UNSAFE_RETRY" in c["flags"]]
     assert set(again["flags"]) == {"UNSAFE_RETRY", "DUPLICATE_EXECUTION"}
 
-    one = cli(
-        "check", *relative(RETRY_AFTER_503), "--allow", "tool=write_record:HTTP_ERROR,tool=write_record:unsafe_retry"
-    )
+    one = cli("check", ran_twice, "--allow", "tool=write_record:HTTP_ERROR,tool=write_record:unsafe_retry")
     assert one.returncode == 1, one
     assert allowed_ids(one.stdout) == [http_error] and failing_ids(one.stdout) == [again["call_id"]], one.stdout
 
     both = cli(
         "check",
-        *relative(RETRY_AFTER_503),
+        ran_twice,
         "--allow",
         "tool=write_record:HTTP_ERROR,tool=write_record:UNSAFE_RETRY,tool=write_record:DUPLICATE_EXECUTION",
     )

@@ -92,7 +92,7 @@ def test_app_loop_re_running_its_sequence_executes_the_write_twice(tmp_path: Pat
 def test_a_write_that_may_have_run_then_ran_is_a_duplicate(tmp_path: Path) -> None:
     analysis = analysis_of(
         tmp_path, *start("A", 100.0),
-        tool(2, "write_record", "A", 100.1, body=b"unavailable", status=503, content_type="text/plain"),
+        tool(2, "write_record", "A", 100.1, body=b"upstream timed out", status=504, content_type="text/plain"),
         tool(3, "write_record", "A", 101.2),
     )  # fmt: skip
     assert flagged(analysis) == [("write_record", 3)]
@@ -141,3 +141,21 @@ def test_an_unknown_tool_and_a_gateway_with_no_live_upstream_did_not_run(tmp_pat
     assert flagged(analysis) == [("write_record", 7), ("write_record", 9)]
     executions = [d.record()["executions"] for d in analysis.duplicate_executions]
     assert executions == [["ran", "ran"], ["may have run", "ran"]]
+
+
+def test_a_503_did_not_run_unless_the_gateway_says_its_upstream_reset(tmp_path: Path) -> None:
+    """Issue 21: a 503 (the server's own, a rate limit, a gateway with no upstream) and a 429 were not
+    processed (RFC 9110 15.6.4), so the write sent again ran once; Envoy's 503 after its upstream reset
+    the request it had taken is the look-alike: the write may have run there."""
+    reset = b"upstream connect error or disconnect/reset before headers. reset reason: connection termination"
+    analysis = analysis_of(
+        tmp_path, *start("A", 100.0),
+        tool(2, "write_record", "A", 100.1, status=503, body=b"unavailable", content_type="text/plain"),
+        tool(3, "write_record", "A", 100.3),
+        tool(4, "write_record", "A", 100.5, {"key": "order-2"}, status=429, body=b"slow down"),
+        tool(5, "write_record", "A", 100.7, {"key": "order-2"}),
+        tool(6, "write_record", "A", 100.9, {"key": "order-3"}, status=503, body=reset, content_type="text/plain"),
+        tool(7, "write_record", "A", 101.1, {"key": "order-3"}),
+    )  # fmt: skip
+    assert flagged(analysis) == [("write_record", 7)]
+    assert [d.record()["executions"] for d in analysis.duplicate_executions] == [["may have run", "ran"]]

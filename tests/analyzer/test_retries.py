@@ -60,12 +60,13 @@ def by_id(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
 
 def app_starting_over(pid: int | None = None) -> list[Any]:
-    """The application starts over 2 s after a 503: the new session re-runs the lookup that came first,
-    then the write; ``pid``: the recorder named the process that sent them all."""
+    """The application starts over 2 s after a 500 (the write may have run before it failed): the new session
+    re-runs the lookup that came first, then the write; ``pid``: the recorder named the process that sent
+    them all."""
     flows = [
         tools_list(100),
         call(1, "lookup", at=100.5, ok=True),
-        call(2, "write_record", at=101, status=503, body=b"unavailable", content_type="text/plain"),
+        call(2, "write_record", at=101, status=500, body=b"internal error", content_type="text/plain"),
         call(1, "lookup", at=103, scope="B", ok=True),
         call(2, "write_record", at=103.1, scope="B", ok=True),
     ]
@@ -80,7 +81,7 @@ def test_app_retry_on_a_fresh_session_is_unsafe_for_a_write_tool(tmp_path: Path)
     assert group["safety"] == "unsafe" and group["may_have_run_twice"] is True
     retry = by_id(records)[group["members"][1]]
     assert (retry["attempt"], retry["retry_origin"]) == (2, "app-retry")
-    assert retry["flags"] == ["DUPLICATE_EXECUTION", "UNSAFE_RETRY"], "the 503 may have run it: now it ran again"
+    assert retry["flags"] == ["DUPLICATE_EXECUTION", "UNSAFE_RETRY"], "the 500 may have run it: now it ran again"
     assert any("destructiveHint" in e for e in retry["evidence"])
     assert by_id(records)[group["members"][0]]["attempt"] == 1
 
@@ -102,7 +103,7 @@ def test_a_lone_write_on_a_fresh_session_is_a_duplicate_execution_not_a_linked_r
     process that ran the write ran it again."""
     flows = [
         tools_list(100),
-        call(1, "write_record", at=101, status=503, body=b"unavailable", content_type="text/plain"),
+        call(1, "write_record", at=101, status=500, body=b"internal error", content_type="text/plain"),
         call(1, "write_record", at=103, scope="B", ok=True),
     ]
     records, groups = run(tmp_path, *from_process(4242, *flows))
@@ -117,7 +118,7 @@ def test_a_lone_write_of_what_may_be_the_next_run_is_said_not_counted(tmp_path: 
     records, groups = run(
         tmp_path,
         tools_list(100),
-        call(1, "write_record", at=101, status=503, body=b"unavailable", content_type="text/plain"),
+        call(1, "write_record", at=101, status=500, body=b"internal error", content_type="text/plain"),
         call(1, "write_record", at=103, scope="B", ok=True),
     )
     assert groups == []

@@ -64,15 +64,15 @@ def test_a_recorded_process_makes_the_samples_links_sure(
     assert not any("next run" in e for e in group["evidence"])
 
 
-def test_app_retry_groups_the_same_id_across_sessions_and_flags_the_write() -> None:
+def test_app_retry_groups_the_same_id_across_sessions_and_the_503_ran_nothing() -> None:
     (group,), calls = groups_of("py-app-retry-after-503")
     first, second = (calls[m] for m in group["members"])
     assert first["jsonrpc_id"] == second["jsonrpc_id"] == 4 and first["scope"] != second["scope"]
     assert (first["outcome"], second["outcome"]) == ("HTTP_ERROR", "TOOL_SUCCESS")
-    # The 503 may have run it; the second attempt ran it: a write executed more than once.
-    assert second["flags"] == ["DUPLICATE_EXECUTION", "UNSAFE_RETRY"] and group["safety"] == "unsafe"
-    assert group["may_have_run_twice"] is True
-    assert any("not marked readOnlyHint or idempotentHint" in e for e in second["evidence"])
+    # The fault layer's 503 answered before the server had the request: it ran nothing (issue 21), so the
+    # re-send ran the write once and was safe.
+    assert second["flags"] == [] and group["safety"] == "safe"
+    assert group["may_have_run_twice"] is False
 
 
 def test_no_retry_is_invented_in_clean_captures() -> None:

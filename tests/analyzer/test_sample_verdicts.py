@@ -62,8 +62,8 @@ EXPECTED: dict[str, list[tuple[str | None, str | None, str, list[str]]]] = {
         ("tools/call", "echo", "TOOL_SUCCESS", []),
         ("tools/call", "write_record", "HTTP_ERROR", []),
         ("tools/call", "echo", "TOOL_SUCCESS", []),
-        # The 503 left it unknown whether write_record ran; the re-send ran it (again).
-        ("tools/call", "write_record", "TOOL_SUCCESS", ["DUPLICATE_EXECUTION", "UNSAFE_RETRY"]),
+        # The 503 ran nothing (the fault layer answered it before the server): the re-send ran it once.
+        ("tools/call", "write_record", "TOOL_SUCCESS", []),
     ],
     "py-session-expired": [
         ("tools/call", "echo", "TOOL_SUCCESS", []),

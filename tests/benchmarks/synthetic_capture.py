@@ -22,7 +22,9 @@ SDK clients through the addon), in reverse-proxy mode in front of ``http://127.0
     json_ok          55  tools/call answered ``application/json``
     sse_progress_ok  25  tools/call answered ``text/event-stream``: priming, 1-5 progress, result
     tools_list        5  tools/list answered ``application/json`` (tools with annotations)
-    http_503_retry    3  tools/call -> 503 text/plain; after 1/2/4 s the same call with a new id
+    http_5xx_retry    3  tools/call -> 503 text/plain (which ran nothing), every second one a 502 (the
+                         upstream failed after it took the request: it may have run); after 1/2/4 s
+                         the same call with a new id
     http_429_retry    2  tools/call -> 429 + Retry-After; the same call with a new id, usually after
                          Retry-After, one time in five sooner
     jsonrpc_error     3  a JSON-RPC ``error`` (-32602/-32603/-32601), in JSON or in an event stream
@@ -44,7 +46,7 @@ SDK clients through the addon), in reverse-proxy mode in front of ``http://127.0
   comes after the calls it spanned).
 
 What ``--calls N`` counts: JSON-RPC requests sent by the clients, exactly N: ``initialize``,
-``tools/list``, ``tools/call`` and every retry (a 503 or 429 followed by its retry counts 2).
+``tools/list``, ``tools/call`` and every retry (a 5xx or 429 followed by its retry counts 2).
 Notifications, GET streams, DELETEs and non-MCP flows are not counted. A session takes 20-50 of
 them (the last sessions may be shorter). ``generate`` returns the counts of everything it wrote.
 
@@ -99,7 +101,7 @@ SCENARIOS: tuple[tuple[str, int], ...] = (
     ("json_ok", 55),
     ("sse_progress_ok", 25),
     ("tools_list", 5),
-    ("http_503_retry", 3),
+    ("http_5xx_retry", 3),
     ("http_429_retry", 2),
     ("jsonrpc_error", 3),
     ("tool_is_error", 3),
@@ -107,7 +109,7 @@ SCENARIOS: tuple[tuple[str, int], ...] = (
     ("malformed_json", 1),
     ("no_response", 1),
 )
-TWO_REQUEST_SCENARIOS = {"http_503_retry", "http_429_retry"}
+TWO_REQUEST_SCENARIOS = {"http_5xx_retry", "http_429_retry"}
 
 # name, annotations, whether it reports progress when it streams
 TOOLS: tuple[tuple[str, dict[str, bool], bool], ...] = (
@@ -311,9 +313,13 @@ class Session:
         body = self.request_body(rid, "tools/list", None)
         self.post_json(body, self.answer(rid, TOOLS_LIST_RESULT), latency=self.latency() / 3)
 
-    def http_503_retry(self) -> None:
+    def http_5xx_retry(self) -> None:
         name, _, body = self.tool_request()
-        self.post_plain(body, 503, b"Service Unavailable", b"upstream unavailable")
+        # Alternating, not drawn: the random stream, and so every other flow of the capture, stays as it was.
+        if self.gen.stats["scenario_http_5xx_retry"] % 2:
+            self.post_plain(body, 503, b"Service Unavailable", b"upstream unavailable")
+        else:
+            self.post_plain(body, 502, b"Bad Gateway", b"upstream reset the connection")
         self.t += self.rng.choice((1.0, 2.0, 4.0)) + self.rng.uniform(0, 0.05)
         self.gen.stats["retries"] += 1
         retry_id = self.take_id()

@@ -141,11 +141,30 @@ def test_labels_are_read_from_request_bodies(tmp_path: Path) -> None:
 
 @pytest.mark.e2e
 def test_the_corpus_scores_at_least_095(tmp_path: Path) -> None:
-    """`make truth` as a test: record every family through the real peers, mitmdump and nginx; score it."""
+    """`make truth` as a test: record every family through the real peers, mitmdump and nginx; score it as
+    recorded and with the identity the recorder measured removed (what a plain mitmdump file gives)."""
     assert record_corpus.main(["--out", str(tmp_path)]) == 0
-    captures = {p.name.split("-")[0].removesuffix(".flows") for p in tmp_path.glob("*.flows")}
+    captures = {p.name.split("-")[0].removesuffix(".flows") for p in score.corpus_captures(tmp_path)}
     assert captures == set(record_corpus.FAMILIES)
-    result = score.score_directory(tmp_path)
-    figures = result.figures()
-    assert all(ratio.total for ratio in figures.values()), score.render(result)
-    assert all(ratio.passes() for ratio in figures.values()), score.render(result)
+    for identity in (True, False):
+        result = score.score_directory(tmp_path, identity=identity)
+        figures = result.figures()
+        assert all(ratio.total for ratio in figures.values()), score.render(result)
+        assert all(ratio.passes() for ratio in figures.values()), (identity, score.render(result))
+
+
+def test_without_identity_strips_the_measured_process_and_keeps_the_recording(tmp_path: Path) -> None:
+    """The identity-removed copy is a capture as an older recorder wrote it: no process, same flows."""
+    flow = tflow.tflow(resp=True)
+    flow.metadata["mcp_blackbox"] = {"version": 1, "client_process": {"pid": 1, "name": "x", "started_at": 1.0}}
+    flow.metadata["mcp_blackbox_recording"] = {"id": "r" * 32, "file": 1}
+    path = tmp_path / "t.flows"
+    with path.open("wb") as stream:
+        flow_io.FlowWriter(stream).add(flow)
+    (tmp_path / "copy").mkdir()
+    copy = score.without_identity(path, tmp_path / "copy")
+    with copy.open("rb") as stream:
+        (read,) = list(flow_io.FlowReader(stream).stream())
+    assert "client_process" not in read.metadata["mcp_blackbox"]
+    assert read.metadata["mcp_blackbox_recording"] == {"id": "r" * 32, "file": 1}
+    assert read.id == flow.id

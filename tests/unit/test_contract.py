@@ -28,6 +28,7 @@ from mcp_blackbox.analyzer.model.contract import (
 )
 from mcp_blackbox.analyzer.outputs.export import write_csv, write_json
 from mcp_blackbox.analyzer.outputs.frames import CALL_KINDS, RETRY_GROUP_KINDS
+from tests.analyzer.flows import exchange, result, rpc, text_result, tool_call, write
 
 ROOT = Path(__file__).resolve().parents[2]
 FLOWS = sorted(str(p) for p in (ROOT / "sample_captures").glob("*.flows"))
@@ -54,7 +55,21 @@ def test_every_call_record_has_the_contracts_fields_in_its_order(analysis: Analy
             assert list(record["ending"]["server_sent"]) == keys(contract.ServerSent)
 
 
-def test_the_groups_and_duplicates_have_their_records_fields(analysis: Analysis) -> None:
+def test_the_groups_and_duplicates_have_their_records_fields(tmp_path: Path) -> None:
+    """A write answered 500 (it may have run), sent again in the same session and run: a group and a
+    duplicate execution (the sample captures have no write that ran twice)."""
+    headers = {"mcp-session-id": "A"}
+    write_tool = {"name": "write_record", "annotations": {"destructiveHint": True}}
+    analysis = analyze(
+        [
+            write(
+                tmp_path,
+                exchange(rpc(1, "tools/list"), body=result(1, {"tools": [write_tool]}), request_headers=headers, at=1),
+                exchange(tool_call(2, "write_record"), status=500, body=b"boom", request_headers=headers, at=2),
+                exchange(tool_call(3, "write_record"), body=result(3, text_result()), request_headers=headers, at=3),
+            )
+        ]
+    )
     assert analysis.retry_groups and analysis.duplicate_executions
     for group in analysis.retry_groups:
         assert list(group.record()) == list(RETRY_GROUP_COLUMNS)
