@@ -38,6 +38,10 @@ Families:
      of one script, a crowd of processes at once, a server killed mid-call and restarted, lost
      session affinity behind round-robin nginx, and a stdio server restarted by its client (p-stdio/,
      a directory of one recording), each with a later look-alike process (tests/truth/family_process.py).
+  q  held out (for linking; see score.HELD_OUT): TypeScript SDK and Python client processes: sequential
+     runs, a cut write re-sent on a new session (it ran twice), a 503'd write re-sent (it ran once),
+     processes at the same moment and a write saved twice on purpose, a 429 whose Retry-After the client
+     honours (tests/truth/family_holdout.py).
 
 DIR/corpus.json keeps what each client saw, for debugging; the scorer does not read it.
 """
@@ -61,7 +65,14 @@ import anyio  # noqa: E402
 
 from tests.support.processes import start_server  # noqa: E402
 from tests.support.raw_http import Control  # noqa: E402
-from tests.truth import family_agent, family_bridge, family_gateway, family_oauth, family_process  # noqa: E402
+from tests.truth import (  # noqa: E402
+    family_agent,
+    family_bridge,
+    family_gateway,
+    family_holdout,
+    family_oauth,
+    family_process,
+)
 from tests.truth.driver import Attempt, call, open_session  # noqa: E402
 from tests.truth.harness import Plan, ScenarioFailed, expect, recording  # noqa: E402
 from tests.truth.labels import Label  # noqa: E402
@@ -248,6 +259,7 @@ FAMILIES: dict[str, RecordFamily] = {
     "g": family_gateway.record_family,
     "h": family_oauth.record_family,
     "p": family_process.record_family,
+    "q": family_holdout.record_family,
 }
 
 
