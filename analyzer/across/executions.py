@@ -8,7 +8,11 @@ with no live upstream and a connection the proxy never made to the server.
 
 DUPLICATE_EXECUTION is a fact about side effects, whether or not the second call was a retry: the same
 client lineage executed, again, a tool not marked ``readOnlyHint`` or ``idempotentHint`` in
-``tools/list``, with identical arguments, after an earlier execution that completed or may have.
+``tools/list``, with identical arguments, after an earlier execution that completed or may have, where
+something failed on the way: the earlier execution's answer, or any call of the lineage since (an
+application that starts its job over after a failure runs its writes again). A client that got the
+write's result and sent it again with nothing failed in between did it on purpose (a user saving twice):
+the call's evidence names the earlier run, and it is not counted.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from enum import Enum
 from mcp_blackbox.analyzer.calls.classify import CaptureFacts, replayable
 from mcp_blackbox.analyzer.model.contract import DuplicateRecord
 from mcp_blackbox.analyzer.model.records import Call, Finding, Stage
-from mcp_blackbox.analyzer.model.vocabulary import ANSWERED_WRONGLY, EFFECTS_UNKNOWN, Flag, Outcome
+from mcp_blackbox.analyzer.model.vocabulary import ANSWERED_WRONGLY, EFFECTS_UNKNOWN, Flag, Outcome, is_failure
 
 
 class Execution(Enum):
@@ -93,6 +97,14 @@ def _ran_in_another_run(before: Call, call: Call) -> str:
     )
 
 
+def _on_purpose(before: Call, call: Call) -> str:
+    return (
+        f"{call.tool!r} with the same arguments ran before in {before.call_id} ({before.outcome}, "
+        f"{call.request.t - before.request.t:.2f} s earlier) by the same client, which got its result, and "
+        "nothing of that client failed in between: sent again on purpose, not counted as run twice"
+    )
+
+
 def _one_run(before: Call, call: Call) -> bool:
     """The two executions are the same run's, as far as the capture tells: a lineage's units that may be two
     runs of the application (ClientIdentity.run) ran it again only if one retry chain holds both, which is
@@ -133,9 +145,16 @@ class Duplicates:
         self.facts = facts
         self.last: dict[tuple[str, str, str, str], Call] = {}
         self.repeated: dict[tuple[str, str, str, str], list[Call]] = {}
+        self.failed_at: dict[str, float] = {}  # lineage -> when its latest failed call started
 
     def check(self, call: Call, services: Mapping[str, str]) -> Finding | None:
         """DUPLICATE_EXECUTION, and why, when ``call`` ran a write that the same client ran before."""
+        found = self._repeat(call, services)
+        if call.client is not None and is_failure(call.outcome):
+            self.failed_at[call.client.lineage] = call.request.t
+        return found
+
+    def _repeat(self, call: Call, services: Mapping[str, str]) -> Finding | None:
         facts = self.facts
         if call.method != "tools/call" or call.request.facts is None or call.client is None:
             return None
@@ -144,7 +163,9 @@ class Duplicates:
         server = services.get(call.exchange.server, call.exchange.server)
         key = (call.client.lineage, server, call.tool or "", call.request.facts.digest)
         before, found = self.last.get(key), None
-        if before is not None and _one_run(before, call):
+        if before is not None and self._on_purpose(before, call.client.lineage):
+            found = Finding(Stage.EXECUTIONS, _on_purpose(before, call))
+        elif before is not None and _one_run(before, call):
             found = Finding(Stage.EXECUTIONS, _ran_again(before, call, facts), Flag.DUPLICATE_EXECUTION)
             self.repeated.setdefault(key, [before]).append(call)
         elif before is not None:
@@ -152,9 +173,16 @@ class Duplicates:
         self.last[key] = call
         return found
 
+    def _on_purpose(self, before: Call, lineage: str) -> bool:
+        """The earlier execution ran and answered, and nothing of the lineage failed since it began."""
+        succeeded = execution(before) is Execution.RAN and not is_failure(before.outcome)
+        return succeeded and self.failed_at.get(lineage, float("-inf")) <= before.request.t
+
     def settle(self, before: float) -> list[DuplicateExecution]:
         """The runs that no later call can extend, in the order they were found."""
         for key in [k for k, call in self.last.items() if call.request.t < before]:
             del self.last[key]
+        for lineage in [k for k, t in self.failed_at.items() if t < before]:
+            del self.failed_at[lineage]  # older than every execution still kept: it cannot be between
         done = [key for key in self.repeated if key not in self.last]
         return [DuplicateExecution(key[2], key[3], key[0], tuple(self.repeated.pop(key))) for key in done]

@@ -159,3 +159,20 @@ def test_a_503_did_not_run_unless_the_gateway_says_its_upstream_reset(tmp_path: 
     )  # fmt: skip
     assert flagged(analysis) == [("write_record", 7)]
     assert [d.record()["executions"] for d in analysis.duplicate_executions] == [["may have run", "ran"]]
+
+
+def test_a_write_sent_again_after_its_result_with_nothing_failed_is_on_purpose(tmp_path: Path) -> None:
+    """A user saving twice: the client got the first result and nothing failed before it sent the write
+    again, so it is not counted. Look-alike: the same, but a call of that client failed in between (an
+    application starting its job over), in the same session and in a new one: counted."""
+    analysis = analysis_of(
+        tmp_path, *start("A", 100.0),
+        tool(2, "write_record", "A", 100.1),
+        tool(3, "write_record", "A", 100.9),  # on purpose
+        tool(4, "write_record", "A", 101.1, {"key": "order-2"}),
+        tool(5, "lookup", "A", 101.2, status=500, body=b"boom", content_type="text/plain"),
+        tool(6, "write_record", "A", 101.5, {"key": "order-2"}),  # after a failure: the job started over
+    )  # fmt: skip
+    assert flagged(analysis) == [("write_record", 6)]
+    (on_purpose,) = [c for c in analysis.calls if c["jsonrpc_id"] == 3 and c["tool"] == "write_record"]
+    assert on_purpose["flags"] == [] and any("sent again on purpose" in e for e in on_purpose["evidence"])

@@ -261,7 +261,8 @@ def test_the_legacy_session_id_keeps_one_pseudonym_in_the_query_and_the_endpoint
 
 
 def capture(tmp_path: Path) -> Path:
-    """A 401 answered with new credentials, a write run twice, a retry after a 503, secrets in every place."""
+    """A 401 answered with new credentials, a write run twice (a 500, which may have run it, then a result), a
+    retry after a 503, secrets in every place."""
     refused = exchange(
         rpc(1, "initialize", {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "c"}}),
         status=401,
@@ -286,7 +287,7 @@ def capture(tmp_path: Path) -> Path:
         tmp_path,
         refused,
         accepted,
-        exchange(write_call, body=result(2, text_result("ok")), request_headers=headers, at=3.0),
+        exchange(write_call, status=500, body=b"boom", content_type="text/plain", request_headers=headers, at=3.0),
         exchange(again, body=result(3, text_result("ok")), request_headers=headers, at=4.0),
         exchange(failing, status=503, body=b"down", content_type="text/plain", request_headers=headers, at=5.0),
         exchange(retried, body=error(5, -32000, f"refused access_token={ACCESS}"), request_headers=headers, at=6.0),
