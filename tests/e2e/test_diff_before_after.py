@@ -1,7 +1,7 @@
 """``mcp-blackbox diff`` on two real captures: the official Python SDK client against the test server through
-mitmdump with the addon, once with a 503 on write_record (the application's loop runs every step again, in
-a new session of the same process) and once after the fault is removed. What the client saw labels the
-calls, not the analyzer."""
+mitmdump with the addon, once with a 500 on write_record (an error after which the write may have run; the
+application's loop runs every step again, in a new session of the same process) and once after the fault
+is removed. What the client saw labels the calls, not the analyzer."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from tests.support.raw_http import Control
 pytestmark = pytest.mark.e2e
 
 REPO = Path(__file__).resolve().parents[2]
-WRITE = {"match": {"rpc_method": "tools/call", "tool": "write_record"}, "action": {"status": 503}, "times": 1}
+WRITE = {"match": {"rpc_method": "tools/call", "tool": "write_record"}, "action": {"status": 500}, "times": 1}
 STEPS = [
     {"op": "call", "tool": "echo", "args": {"text": "before write"}},
     {"op": "call", "tool": "write_record", "args": {"key": "order-1", "value": "paid"}},
@@ -75,7 +75,7 @@ def test_the_fix_shows_as_a_fixed_write_and_no_regression(captures: tuple[Path, 
     (fixed,) = result["fixed"]
     assert fixed["what"] == "tools/call write_record"
     assert (fixed["before"]["outcome"], fixed["after"]["outcome"]) == ("HTTP_ERROR", "TOOL_SUCCESS")
-    assert "503" in fixed["before"]["reason"] or "injected" in fixed["before"]["reason"]
+    assert "500" in fixed["before"]["reason"] or "injected" in fixed["before"]["reason"]
     assert [(r["before"], r["after"]) for r in result["duplicate_executions"]] == [(1, 0)]
     assert result["duplicate_executions"][0]["what"].startswith("write_record (arguments ")
     assert [(r["before"], r["after"]) for r in result["retries"]] == [(1, 0)]

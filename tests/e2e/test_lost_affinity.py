@@ -13,37 +13,10 @@ from mcp_blackbox.analyzer.outputs.analysis import analyze
 from tests.support.processes import run_py_client, start_server
 from tests.support.proxy import free_port, start_mitmdump
 from tests.truth.family_gateway import running_nginx
+from tests.truth.family_process import BALANCER_CONF  # round robin, weighted 3:1, no stickiness
 
 pytestmark = pytest.mark.e2e
 
-# Weighted round robin, no stickiness: most requests go to a, some to b, so some sessions keep their
-# instance and others lose it.
-CONF = """
-daemon off;
-worker_processes 1;
-error_log {tmp}/error.log;
-pid {tmp}/nginx.pid;
-events {{ worker_connections 64; }}
-http {{
-    access_log off;
-    client_body_temp_path {tmp}/body;
-    proxy_temp_path {tmp}/proxy;
-    upstream mcp {{
-        server 127.0.0.1:{a} weight=3;
-        server 127.0.0.1:{b} weight=1;
-    }}
-    server {{
-        listen 127.0.0.1:{port};
-        location / {{
-            proxy_pass http://mcp;
-            proxy_http_version 1.1;
-            proxy_set_header Connection "";
-            proxy_buffering off;
-            proxy_next_upstream off;
-        }}
-    }}
-}}
-"""
 STEPS = [{"op": "list_tools"}, {"op": "call", "tool": "echo", "args": {"text": "hi"}}]
 
 
@@ -55,7 +28,7 @@ def test_a_balancer_without_stickiness_is_diagnosed_and_one_server_is_not(tmp_pa
     with start_server("stateful") as a, start_server("stateful") as b:
         port, workdir = free_port(), tmp_path / "nginx"
         workdir.mkdir()
-        with running_nginx(CONF.format(tmp=workdir, port=port, a=a.port, b=b.port), port, workdir):
+        with running_nginx(BALANCER_CONF.format(tmp=workdir, port=port, a=a.port, b=b.port), port, workdir):
             balanced = start_mitmdump(f"reverse:http://127.0.0.1:{port}", tmp_path, name="balanced")
             single = start_mitmdump(f"reverse:http://127.0.0.1:{a.port}", tmp_path, name="single")
             try:

@@ -122,10 +122,9 @@ def test_details_name_the_client_and_search_finds_it(tmp_path: Path) -> None:
     assert seen["results"][7]["value"].startswith("1 of 1")
 
 
-def test_header_counts_writes_executed_more_than_once(tmp_path: Path) -> None:
-    samples = Path(__file__).resolve().parents[2] / "sample_captures"
+def test_header_counts_writes_executed_more_than_once(tmp_path: Path, ran_twice: Path) -> None:
     report = tmp_path / "report.html"
-    data = write_report([samples / "py-app-retry-after-503.flows"], report)
+    data = write_report([ran_twice], report)
     (duplicate,) = data["meta"]["duplicate_executions"]
     assert duplicate["tool"] == "write_record" and len(duplicate["calls"]) == 2
     html = report.read_text(encoding="utf-8")

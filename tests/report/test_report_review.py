@@ -39,6 +39,15 @@ def sample_report(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[
     return path, write_report(SAMPLES, path)
 
 
+@pytest.fixture(scope="module")
+def report_with_a_write_run_twice(
+    tmp_path_factory: pytest.TempPathFactory, ran_twice: Path
+) -> tuple[Path, dict[str, Any]]:
+    """The samples and a write that ran twice: no sample has one (py-app-retry-after-503's 503 ran nothing)."""
+    path = tmp_path_factory.mktemp("review-twice") / "report.html"
+    return path, write_report([*SAMPLES, ran_twice], path)
+
+
 def values(seen: dict[str, Any]) -> list[Any]:
     assert seen["page_errors"] == [] and seen["console_errors"] == [] and seen["requests"] == [], seen
     assert all(r["ok"] for r in seen["results"]), seen["results"]
@@ -205,8 +214,8 @@ def test_outcome_cards_filter_the_table_and_timeline_and_clear_on_a_second_click
     assert cleared == f"{total} of {total} calls"
 
 
-def test_risk_cards_filter_and_say_what_they_count(sample_report: tuple[Path, dict[str, Any]]) -> None:
-    path, data = sample_report
+def test_risk_cards_filter_and_say_what_they_count(report_with_a_write_run_twice: tuple[Path, dict[str, Any]]) -> None:
+    path, data = report_with_a_write_run_twice
     groups = {g["retry_group"]: g for g in retry_groups(data)}
     unsafe_safety = {s["name"] for s in data["vocabulary"]["safety"] if s["unsafe"]}
     unsafe = {m for g in groups.values() if g["safety"] in unsafe_safety for m in g["members"]}
@@ -237,9 +246,9 @@ def test_risk_cards_filter_and_say_what_they_count(sample_report: tuple[Path, di
     assert all(title for _, title in explained), "each explained card has its tooltip too"
 
 
-def test_unsafe_retry_flag_card_explains_itself(tmp_path: Path) -> None:
+def test_unsafe_retry_flag_card_explains_itself(tmp_path: Path, ran_twice: Path) -> None:
     report = tmp_path / "retry.html"
-    data = write_report([p for p in SAMPLES if p.name == "py-app-retry-after-503.flows"], report)
+    data = write_report([ran_twice], report)
     assert "UNSAFE_RETRY" in data["meta"]["flags"]
     description = next(f["description"] for f in data["vocabulary"]["flags"] if f["name"] == "UNSAFE_RETRY")
     seen = inspect_report(report, [
@@ -388,8 +397,10 @@ def test_retry_chain_is_drawn_as_attempts_that_select_each_other(sample_report: 
     assert now == second and current == second
 
 
-def test_duplicate_execution_and_timeout_anatomy_in_the_details(sample_report: tuple[Path, dict[str, Any]]) -> None:
-    path, data = sample_report
+def test_duplicate_execution_and_timeout_anatomy_in_the_details(
+    report_with_a_write_run_twice: tuple[Path, dict[str, Any]],
+) -> None:
+    path, data = report_with_a_write_run_twice
     (duplicate,) = data["meta"]["duplicate_executions"]
     anatomy_id, anatomy = next(iter(anatomies(data).items()))
     seen = inspect_report(path, [

@@ -15,7 +15,8 @@ sends it again, up to ``times`` times, each under the next attempt's label (kind
 reexecutes given): in the same session, or after closing it, in a new session (new connections, or for
 stdio a new server process), where before the first retry it runs ``rerun`` (an application that starts
 its job over). The calls after it run in whichever session is open. ``--start-at T`` holds the first call
-until the epoch time T, once the session is open (processes that call at the same moment). Prints one
+until the epoch time T, once the session is open (processes that call at the same moment). A session that
+cannot be opened (the server not listening yet) is tried again every 0.5 s, for 20 s at most. Prints one
 JSON object: {"pid": N, "attempts": [Attempt.record(), ...]}.
 """
 
@@ -59,6 +60,10 @@ def later_retries(retry: dict[str, Any]) -> dict[str, Any]:
     return {**retry, "times": retry.get("times", 1) - 1, "rerun": []}
 
 
+MAX_RECONNECTS = 40  # a session that could not be opened is tried again, for 20 s at most
+RECONNECT_DELAY_S = 0.5
+
+
 class Script:
     def __init__(self, args: argparse.Namespace) -> None:
         self.url: str | None = args.url
@@ -66,6 +71,7 @@ class Script:
         self.calls: list[dict[str, Any]] = json.loads(args.script)
         self.start_at: float | None = args.start_at
         self.attempts: list[Attempt] = []
+        self.reconnects = 0
 
     def session(self) -> AbstractAsyncContextManager[Client]:
         if self.url is not None:
@@ -89,11 +95,19 @@ class Script:
         """Run calls in one session until one fails with a retry in a new session; return what is left for
         that session (kept when closing the dead session fails too)."""
         rest: list[dict[str, Any]] = []
+        opened = False
         try:
             async with self.session() as session:
+                opened = True
                 rest = await self._until_new_session(session, pending)
         except Exception as exc:  # a dead server or session: what was seen is kept
             print(f"session ended: {type(exc).__name__}: {exc}", file=sys.stderr)
+        if not opened and self.reconnects < MAX_RECONNECTS:
+            # The server is not up (yet): an application waits and connects again, as a restarted server
+            # takes a moment to listen (longer on a loaded machine).
+            self.reconnects += 1
+            await anyio.sleep(RECONNECT_DELAY_S)
+            return pending
         return rest
 
     async def _until_new_session(self, session: Client, pending: list[dict[str, Any]]) -> list[dict[str, Any]]:
