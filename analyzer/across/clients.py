@@ -311,11 +311,17 @@ class _Lineages:
         Only that window: a client idle for longer is no candidate a retry could come from, and without
         the bound one ambiguous moment would leave every later session of that kind on its own. A unit
         whose process the recorder named may be a lineage of that process, or of none named; another
-        process's lineage is another client (measured), so it is no candidate.
+        process's lineage is another client (measured), so it is no candidate. Its own process's lineages
+        come first: what was measured outweighs what was not (the lookup misses short connections on a busy
+        machine, and such a lineage must not make the measured one ambiguous).
         """
         kind = (unit.software, unit.host, unit.source)
         if unit.process is None:
             return self.ends[kind].idle(unit.start) if kind in self.ends else (0, None)
+        if (kind, unit.process) in self.ends_by_process:
+            count, last = self.ends_by_process[kind, unit.process].idle(unit.start)
+            if count:
+                return count, last
         found = [
             self.ends_by_process[key].idle(unit.start)
             for key in ((kind, unit.process), (kind, None))

@@ -362,3 +362,33 @@ def test_the_same_request_to_another_server_is_not_a_retry(tmp_path: Path) -> No
         call(1, "lookup", at=101, server="http://127.0.0.1:9000", **OK),
     )
     assert groups == []
+
+
+def test_a_process_continues_its_own_session_though_an_unnamed_client_went_idle_too(tmp_path: Path) -> None:
+    """The recorder named the process of sessions A and B but not of X (its lookup missed a short connection):
+    B is A's process starting its job over after A's 500, and its write ran twice. X, idle too, must not make
+    that ambiguous. Look-alike: with no process named, the two idle sessions leave B's client unknown."""
+
+    def unnamed() -> list[Any]:  # X is busy when A begins (another client), and idle when B begins
+        return [tools_list(99.5, scope="X"), call(1, "lookup", at=100.3, scope="X", ok=True)]
+
+    def job() -> list[Any]:
+        return [
+            tools_list(100, scope="A"),
+            call(1, "lookup", at=100.5, ok=True),
+            call(2, "write_record", at=101, status=500, body=b"internal error", content_type="text/plain"),
+            call(1, "lookup", at=101.5, scope="B", ok=True),
+            call(2, "write_record", at=101.6, scope="B", ok=True),
+        ]
+
+    records, groups = run(tmp_path, *unnamed(), *from_process(4242, *job()))
+    (group,) = groups
+    assert (group["origin"], group["attempts"]) == ("app-retry", 2)
+    again = by_id(records)[group["members"][1]]
+    assert "same software and process (pid 4242)" in again["client"]["joined"]
+    assert "DUPLICATE_EXECUTION" in again["flags"]
+    (tmp_path / "plain").mkdir()
+    records, _ = run(tmp_path / "plain", *unnamed(), *job())
+    (again,) = [r for r in records if r["scope"] == "session:B" and r["tool"] == "write_record"]
+    assert "2 idle clients of the same software: cannot tell which" in again["client"]["joined"]
+    assert "DUPLICATE_EXECUTION" not in again["flags"]

@@ -56,10 +56,10 @@ STEPS: list[dict[str, Any]] = [
     {"op": "call", "tool": "tool_error", "args": {"message": f"wrong password {PASSWORD}"}},
     # A JSON-RPC error's message is quoted in the live verdict's reason: the addon's metadata carries the password.
     {"op": "call", "tool": "protocol_error", "args": {"message": f"refused {PASSWORD} for k1"}},
-    {"op": "call", "tool": "add", "args": {"a": 2, "b": 3}},  # 503 once (below), then again: a retry chain
+    {"op": "call", "tool": "write_record", "args": {"key": "k1", "value": PASSWORD}},  # a write run twice:
+    {"op": "call", "tool": "add", "args": {"a": 2, "b": 3}},  # 503 once (below), then again: a retry chain,
     {"op": "call", "tool": "add", "args": {"a": 2, "b": 3}},
-    {"op": "call", "tool": "write_record", "args": {"key": "k1", "value": PASSWORD}},  # a write run twice
-    {"op": "call", "tool": "write_record", "args": {"key": "k1", "value": PASSWORD}},
+    {"op": "call", "tool": "write_record", "args": {"key": "k1", "value": PASSWORD}},  # and after it, again
     {"op": "call", "tool": "progress", "args": {"steps": 2, "delay_ms": 20}},  # progressToken survives
 ]  # fmt: skip
 ADD_503 = {

@@ -148,6 +148,7 @@ def test_the_corpus_scores_at_least_095(tmp_path: Path) -> None:
     assert captures == set(record_corpus.FAMILIES)
     for identity in (True, False):
         result = score.score_directory(tmp_path, identity=identity)
+        print(f"== identity {'as recorded' if identity else 'removed'}\n{score.render(result)}")  # whole, on failure
         figures = result.figures()
         assert all(ratio.total for ratio in figures.values()), score.render(result)
         assert all(ratio.passes() for ratio in figures.values()), (identity, score.render(result))
