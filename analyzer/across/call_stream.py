@@ -32,7 +32,7 @@ from mcp_blackbox.analyzer.read.decode import Decoded
 from mcp_blackbox.analyzer.read.extract import Extracted
 from mcp_blackbox.analyzer.read.load import LoadReport, ReadFigures
 from mcp_blackbox.analyzer.read.parallel import decoded_exchanges
-from mcp_blackbox.analyzer.wire.inputs import expand_captures
+from mcp_blackbox.analyzer.wire.inputs import expand_captures, passed_over
 from mcp_blackbox.analyzer.wire.jsonrpc import MCP_REQUEST_HEADERS, is_mcp_method
 
 DEFAULT_WINDOW = 600.0  # seconds of capture time `export` holds: longer than MCP calls and sessions' streams last
@@ -134,6 +134,7 @@ class CallStream(ReadFigures):
                 last_round = self._watermark
                 yield from self._round(self._frontier())
         yield from self._round(float("inf"))
+        self.notes += passed_over(self.paths)
         self.notes += [_gateway_note(name, how, count) for name, (how, count) in self._gateways.items()]
         self.notes += self._affinity.notes()
         if self._without_times:

@@ -106,8 +106,8 @@ def read_exchanges(paths: Sequence[str | Path], report: LoadReport, *, keep_all:
     for path in paths:
         source = str(path)
         report.sources.append(source)
-        if os.path.isdir(path):  # analyzer/wire/inputs.py expands a directory to its *.flows files: it had none
-            report.problem(source, "a directory without *.flows files")
+        if os.path.isdir(path):  # analyzer/wire/inputs.py expands a directory to its capture files: it had none
+            report.problem(source, "a directory without a flow file or a stdio capture in it")
             continue
         try:
             handle = open(path, "rb")  # noqa: SIM115 - closed below, after a generator that may stop early

@@ -1,5 +1,9 @@
-"""Capture arguments as files: a directory is its ``*.flows`` (and stdio ``*.stdio.jsonl``) files, a quoted
-glob its matches, both by name.
+"""Capture arguments as files: a directory is its capture files, a quoted glob its matches.
+
+A directory is read by content, as mitmproxy writes any name ``-w`` is given (``.mitm``, no suffix): every
+file that starts as a flow file or a stdio capture, and every ``*.flows`` and ``*.stdio.jsonl`` whatever it
+holds (the loader says what is wrong with one). The other files are passed over, each with its reason
+(``passed_over``): the analysis says so.
 
 A recorder that rotates its files (``mcp-blackbox record --rotate-size``, the addon's ``mcp_write``)
 leaves a directory of ``mcp-<UTC start>-<n>.flows`` files; given the directory, or a glob of them, the
@@ -29,6 +33,9 @@ from mcp_blackbox.analyzer.wire.stdio_capture import is_stdio_capture
 from mcp_blackbox.analyzer.wire.tnetstring_reader import decode, read_record
 
 CAPTURE_SUFFIX = ".flows"
+# A flow file's first bytes: the first record's length prefix, then its first key's (a flow is a dict).
+FLOW_FILE_START = re.compile(rb"^\d{1,12}:\d{1,12}:")
+SNIFF_BYTES = 32
 # A file the recorder rotated: mcp-<UTC start>-<n>.flows (addon/rotation.py names them).
 ROTATED_NAME = re.compile(r"^mcp-\d{8}T\d{6}Z-\d{4,}\.flows$")
 
@@ -81,10 +88,41 @@ def expand_captures(arguments: Iterable[str | os.PathLike[str]]) -> list[str]:
 
 
 def directory_captures(directory: Path) -> list[str]:
-    """The directory's ``*.flows`` and ``*.stdio.jsonl`` files (not its subdirectories'), sorted by name."""
-    names = sorted(
-        entry.name
-        for entry in os.scandir(directory)
-        if entry.name.endswith((CAPTURE_SUFFIX, STDIO_SUFFIX)) and not entry.name.startswith(".") and entry.is_file()
-    )
-    return [str(directory / name) for name in names]
+    """The directory's capture files (not its subdirectories'), sorted by name: rotated files in the order
+    they were written."""
+    return [str(directory / name) for name, reason in _directory_files(directory) if reason is None]
+
+
+def passed_over(arguments: Iterable[str | os.PathLike[str]]) -> list[str]:
+    """For each directory among the arguments, the files in it that were not read, and why."""
+    said: list[str] = []
+    for argument in arguments:
+        directory = Path(os.fspath(argument))
+        if directory.is_dir():
+            said += [f"{directory / name}: not read: {why}" for name, why in _directory_files(directory) if why]
+    return said
+
+
+def _directory_files(directory: Path) -> list[tuple[str, str | None]]:
+    """(name, None) for each capture file, (name, why not) for each other file; hidden files are not
+    looked at (an editor's or a copy's leftovers)."""
+    names = sorted(entry.name for entry in os.scandir(directory) if not entry.name.startswith(".") and entry.is_file())
+    return [(name, _not_a_capture(directory / name)) for name in names]
+
+
+def _not_a_capture(path: Path) -> str | None:
+    """Why the file is no capture, by its name or its first bytes; None for a capture."""
+    if path.name.endswith((CAPTURE_SUFFIX, STDIO_SUFFIX)) or is_stdio_capture(path):
+        return None
+    try:
+        with path.open("rb") as file:
+            head = file.read(SNIFF_BYTES)
+    except OSError as e:
+        return f"cannot open: {e.strerror or e}"
+    if FLOW_FILE_START.match(head):
+        return None
+    if not head:
+        return "empty"
+    if head.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"{"):
+        return "JSON, not a flow file or a stdio capture (a HAR file is read when it is named)"
+    return "not a flow file or a stdio capture"

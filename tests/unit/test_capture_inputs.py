@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from mcp_blackbox.analyzer.outputs.analysis import analyze
-from mcp_blackbox.analyzer.wire.inputs import expand_captures
+from mcp_blackbox.analyzer.wire.inputs import expand_captures, passed_over
 from mcp_blackbox.cli.main import build_parser, main, port_in_use, record_command
 from tests.analyzer.flows import exchange, result, text_result, tool_call, write
 
@@ -21,6 +21,29 @@ def test_a_directory_is_its_flows_files_by_name(tmp_path: Path) -> None:
     assert expand_captures([tmp_path]) == [
         str(tmp_path / "mcp-20261201T193000Z-0001.flows"),
         str(tmp_path / "mcp-20261201T193500Z-0002.flows"),
+    ]
+    assert passed_over([tmp_path]) == [f"{tmp_path / 'notes.txt'}: not read: empty"]
+
+
+def test_a_directory_is_read_by_content_whatever_mitmproxy_named_its_files(tmp_path: Path) -> None:
+    """mitmdump -w writes any name it is given: a .mitm file and one with no suffix are flow files. Look-alikes:
+    a HAR and a text file beside them are passed over, each said with its reason."""
+    write(tmp_path, exchange(tool_call(1, "echo"), body=result(1, text_result()), at=1.0), name="a.mitm")
+    write(tmp_path, exchange(tool_call(2, "add"), body=result(2, text_result()), at=2.0), name="dump")
+    (tmp_path / "export.har").write_text('{"log": {"entries": []}}')
+    (tmp_path / "README").write_text("12 notes: not a flow file")
+    stdio = Path(__file__).resolve().parents[2] / "sample_captures" / "stdio-faults.stdio.jsonl"
+    (tmp_path / "server-run-1.log").write_bytes(stdio.read_bytes())  # a stdio capture under another name
+    expected = [str(tmp_path / name) for name in ("a.mitm", "dump", "server-run-1.log")]
+    assert expand_captures([tmp_path]) == expected
+    analysis = analyze([tmp_path])
+    assert {"add", "echo"} <= {c["tool"] for c in analysis.calls} and not analysis.read_problems
+    assert any(c["carrier"] == "stdio" for c in analysis.calls)
+    said = [note for note in analysis.notes if ": not read: " in note]
+    assert said == [
+        f"{tmp_path / 'README'}: not read: not a flow file or a stdio capture",
+        f"{tmp_path / 'export.har'}: not read: JSON, not a flow file or a stdio capture (a HAR file is read when "
+        "it is named)",
     ]
 
 
@@ -60,7 +83,7 @@ def test_an_answer_in_a_later_file_is_joined_to_its_call(tmp_path: Path) -> None
 
 def test_a_directory_without_captures_is_said(tmp_path: Path) -> None:
     analysis = analyze([tmp_path])
-    assert [p["reason"] for p in analysis.read_problems] == ["a directory without *.flows files"]
+    assert [p["reason"] for p in analysis.read_problems] == ["a directory without a flow file or a stdio capture in it"]
 
 
 def test_cli_commands_take_a_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
