@@ -21,6 +21,10 @@ TEXT_LIMIT = 100  # characters of text kept
 SMALL = 4096  # bytes of JSON below which a value is kept whole
 VERSION_META = "io.modelcontextprotocol/protocolVersion"
 CLIENT_META = "io.modelcontextprotocol/clientInfo"
+# W3C Trace Context in _meta (SEP-414): kept as sent, up to the lengths a propagator reads; checked by its reader
+# (analyzer/outputs/otlp.py).
+TRACEPARENT, TRACESTATE = "traceparent", "tracestate"
+TRACEPARENT_LIMIT, TRACESTATE_LIMIT = 512, 8192
 
 
 class _Marker:
@@ -69,6 +73,7 @@ class RequestFacts:
     round_digest: str | None  # of inputResponses/requestState: links MRTR rounds
     client: str | None = None  # clientInfo "name/version", from initialize or 2026 _meta
     target: str | None = None  # the prompt a prompts/get names, or the URI a resources/* request names
+    trace: tuple[str, str | None] | None = None  # _meta's traceparent and its tracestate, as sent
 
 
 def request_facts(method: str, params: Any) -> RequestFacts:
@@ -86,7 +91,16 @@ def request_facts(method: str, params: Any) -> RequestFacts:
         round_digest=digest(rounds) if rounds else None,
         client=_client(params.get("clientInfo") if method == "initialize" else meta.get(CLIENT_META)),
         target=_target(method, params),
+        trace=_trace(meta),
     )
+
+
+def _trace(meta: dict[str, Any]) -> tuple[str, str | None] | None:
+    """_meta's W3C trace context as sent (strings, not too long); whether it is valid is not judged here."""
+    parent, state = meta.get(TRACEPARENT), meta.get(TRACESTATE)
+    if not isinstance(parent, str) or len(parent) > TRACEPARENT_LIMIT:
+        return None
+    return parent, state if isinstance(state, str) and len(state) <= TRACESTATE_LIMIT else None
 
 
 def _target(method: str, params: dict[str, Any]) -> str | None:

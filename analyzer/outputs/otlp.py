@@ -8,7 +8,9 @@ opentelemetry-proto, which are the optional extra ``mcp-blackbox[otlp]``.
 Choices (docs/ARCHITECTURE.md, "OpenTelemetry"): one trace per client unit (an MCP session, a 2024-11-05 SSE
 session, or outside sessions the TCP connection of a stateless client's run), every call a root span in it;
 trace and span ids are digests of the unit and of the stable call id, so exporting the same capture again
-gives the same ids. A retry attempt links to the attempt before it. Notifications, answers and how a call
+gives the same ids. A call whose request carried a valid W3C ``traceparent`` (in ``params._meta``, else as
+an HTTP request header) joins the sender's trace instead: that trace id, that span as its parent, its
+``tracestate``. A retry attempt links to the attempt before it. Notifications, answers and how a call
 without an answer ended are span events. The verdict and everything else the export has go in
 ``mcp.blackbox.*`` attributes, redacted as the export is.
 """
@@ -18,12 +20,15 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import re
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any
 from urllib.parse import SplitResult, urlsplit
 
 from mcp_blackbox.analyzer.model.contract import CallRecord, ClientRecord, EndingRecord
 from mcp_blackbox.analyzer.model.records import C2S, STDIO_SCHEME, Call, Message
+from mcp_blackbox.analyzer.model.slim import TRACEPARENT, TRACEPARENT_LIMIT, TRACESTATE, TRACESTATE_LIMIT
 from mcp_blackbox.analyzer.model.vocabulary import Outcome
 from mcp_blackbox.analyzer.outputs.analysis import Analysis
 from mcp_blackbox.analyzer.outputs.export import iter_records
@@ -31,6 +36,7 @@ from mcp_blackbox.analyzer.redaction.redactor import REDACTED, Redactor
 from mcp_blackbox.analyzer.version import installed_version
 
 if TYPE_CHECKING:
+    from opentelemetry.context import Context
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import ReadableSpan
@@ -78,6 +84,91 @@ def _nonzero(digest: Any) -> int:
 def trace_unit(call: Call) -> str:
     """What a trace is: the call's client unit (session, or connection outside sessions); else its scope."""
     return call.client.unit if call.client is not None else call.scope
+
+
+# W3C Trace Context, level 1 (https://www.w3.org/TR/trace-context/): version-traceid-parentid-flags in lower-case
+# hex; a later version may add fields after a dash. Optional blanks around the value (RFC 9110's OWS).
+_TRACEPARENT = re.compile(r"[ \t]*([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(-.*)?[ \t]*", re.DOTALL)
+# A tracestate list member: key=value, the key simple or tenant@system, the value printable ASCII without , and =.
+_MEMBER = re.compile(
+    r"(?:[a-z][a-z0-9_*/-]{0,255}|[a-z0-9][a-z0-9_*/-]{0,240}@[a-z][a-z0-9_*/-]{0,13})"
+    r"=[\x20-\x2b\x2d-\x3c\x3e-\x7e]{0,255}[\x21-\x2b\x2d-\x3c\x3e-\x7e]"
+)
+TRACESTATE_MEMBERS = 32  # at most, by the spec
+
+
+@dataclass(frozen=True, slots=True)
+class TraceParent:
+    """The sender's span a call joins: from a valid W3C ``traceparent`` and, if valid, its ``tracestate``."""
+
+    trace_id: int
+    span_id: int
+    flags: int
+    state: tuple[tuple[str, str], ...]  # the tracestate's members, in order; () when none or invalid
+    carrier: str  # where it came from: "params._meta" or "http.header"
+
+
+def parse_traceparent(value: str) -> tuple[int, int, int] | None:
+    """(trace id, parent span id, flags) of a valid ``traceparent``; None for an invalid one, which the spec
+    says to ignore: not its format (length, upper-case or other non-hex digits), version ff, an all-zero trace
+    or parent id, or version 00 with anything after the flags."""
+    if len(value) > TRACEPARENT_LIMIT:
+        return None
+    match = _TRACEPARENT.fullmatch(value)
+    if match is None:
+        return None
+    version, trace_id, span_id, flags, more = match.groups()
+    if version == "ff" or (version == "00" and more) or not int(trace_id, 16) or not int(span_id, 16):
+        return None
+    return int(trace_id, 16), int(span_id, 16), int(flags, 16)
+
+
+def parse_tracestate(value: str | None) -> tuple[tuple[str, str], ...]:
+    """A ``tracestate``'s members, in order; () when absent or invalid (a malformed member, a key twice, more
+    than 32 members): the spec drops the whole of an invalid one, and keeps the traceparent."""
+    if value is None or len(value) > TRACESTATE_LIMIT:
+        return ()
+    members: dict[str, str] = {}
+    for member in value.split(","):
+        member = member.strip(" \t")
+        if not member:
+            continue  # empty list members are allowed
+        if _MEMBER.fullmatch(member) is None:
+            return ()
+        key, _, text = member.partition("=")
+        if key in members:
+            return ()
+        members[key] = text
+    return tuple(members.items()) if len(members) <= TRACESTATE_MEMBERS else ()
+
+
+def trace_parent(call: Call) -> TraceParent | None:
+    """The span a call's request names as its parent, if it names a valid one.
+
+    ``params._meta.traceparent`` first (SEP-414; the MCP semantic conventions' carrier): it is the message's
+    own context, where an HTTP header is the HTTP request's, which may carry several messages or, from an
+    instrumented HTTP client, names the HTTP span beneath the client's MCP span. Then the ``traceparent``
+    header of the HTTP request that carried it (a client's request only: a server's request to the client
+    travels in a response). Each with the ``tracestate`` beside it, never the other carrier's; an invalid
+    traceparent is as if absent, so an invalid one in _meta leaves the header's.
+    """
+    request = call.request
+    facts = request.facts
+    if facts is not None and facts.trace is not None and (ids := parse_traceparent(facts.trace[0])):
+        return TraceParent(*ids, parse_tracestate(facts.trace[1]), "params._meta")
+    if request.direction != C2S or request.kind not in ("request", "notification"):
+        return None
+    headers = request.exchange.request_headers
+    header = headers.get(TRACEPARENT)
+    if header is not None and (ids := parse_traceparent(header)):
+        return TraceParent(*ids, parse_tracestate(headers.get(TRACESTATE)), "http.header")
+    return None
+
+
+def trace_id_for(call: Call) -> int:
+    """The trace a call's span is in: its sender's when its request named a valid parent, else its unit's."""
+    parent = trace_parent(call)
+    return parent.trace_id if parent is not None else trace_id_of(trace_unit(call))
 
 
 def error_type(record: CallRecord) -> str | None:
@@ -182,6 +273,7 @@ def span_attributes(call: Call, record: CallRecord, redactor: Redactor = REDACTE
         "mcp.blackbox.client.address": address_of_client,
         "mcp.blackbox.client.info": client_info,
         "mcp.blackbox.ending.ended_by": _ended_by(record["ending"]),
+        "mcp.blackbox.trace_parent": parent.carrier if (parent := trace_parent(call)) is not None else None,
     }
     if exchange.stdio is not None:
         _as_stdio(attributes, record)
@@ -336,17 +428,18 @@ def iter_spans(analysis: Analysis, *, redact: bool = True, batch: int = BATCH) -
     )
     provider.add_span_processor(SimpleSpanProcessor(collected))
     tracer = provider.get_tracer(INSTRUMENTATION_SCOPE, installed_version())
-    no_parent = context_api.Context()  # every call a root span of its unit's trace
+    no_parent = context_api.Context()  # a root span of its unit's trace, unless the request named a parent
     attempts = {group.group_id: group.members for group in analysis.retry_groups}
     pending = 0
     for call, record in zip(analysis.call_objects, iter_records(analysis, redact=redact), strict=True):
+        parent = trace_parent(call)
         ids.trace_id, ids.span_id = trace_id_of(trace_unit(call)), span_id_of(record["call_id"])
         links = _previous_attempt_links(record, attempts)
         kind = _span_kind(call, record)
         events = span_events(call, record)
         span = tracer.start_span(
             span_name(record),
-            context=no_parent,
+            context=no_parent if parent is None else _remote_parent(parent),
             kind=kind,
             attributes=span_attributes(call, record, Redactor.of(redact)),
             links=links,
@@ -365,6 +458,15 @@ def iter_spans(analysis: Analysis, *, redact: bool = True, batch: int = BATCH) -
     if spans := collected.get_finished_spans():
         yield list(spans)
     provider.shutdown()
+
+
+def _remote_parent(parent: TraceParent) -> Context:
+    """A context whose current span is the sender's (remote): the SDK takes its trace id and tracestate."""
+    from opentelemetry.context import Context
+    from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags, TraceState, set_span_in_context
+
+    remote = SpanContext(parent.trace_id, parent.span_id, True, TraceFlags(parent.flags), TraceState(parent.state))
+    return set_span_in_context(NonRecordingSpan(remote), Context())
 
 
 def _resource() -> Resource:
@@ -389,7 +491,7 @@ def _previous_attempt_links(record: CallRecord, attempts: dict[str, list[Call]])
         return []
     before = members[record["attempt"] - 2]
     flags = TraceFlags(TraceFlags.SAMPLED)
-    linked = SpanContext(trace_id_of(trace_unit(before)), span_id_of(before.call_id), False, flags)
+    linked = SpanContext(trace_id_for(before), span_id_of(before.call_id), False, flags)
     attributes: dict[str, Any] = {
         "mcp.blackbox.link": "previous-attempt",
         "mcp.blackbox.retry.group": str(record["retry_group"]),

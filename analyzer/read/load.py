@@ -394,6 +394,8 @@ ANALYZED_HEADERS = frozenset(
         "x-envoy-attempt-count",
         "x-request-id",
         "authorization",
+        "traceparent",  # W3C Trace Context: the OpenTelemetry export's parent (analyzer/outputs/otlp.py)
+        "tracestate",
     }
 )
 
