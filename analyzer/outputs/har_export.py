@@ -27,7 +27,7 @@ from typing import IO, Any
 from mcp_blackbox.analyzer.outputs.analysis import Analysis
 from mcp_blackbox.analyzer.outputs.export import iter_records
 from mcp_blackbox.analyzer.read.load import METADATA_KEY, RECORDED_FIELD, har_entry_state
-from mcp_blackbox.analyzer.redaction.redact import is_secret_name, redact_text, redact_url
+from mcp_blackbox.analyzer.redaction.redact import is_secret_name, redact_text, redact_url, secret_parameters
 from mcp_blackbox.analyzer.redaction.redactor import Redactor
 from mcp_blackbox.analyzer.version import NOT_INSTALLED, installed_version
 
@@ -161,19 +161,30 @@ class Secrets:
             if isinstance(pair.get("value"), str):
                 pair["value"] = self.value(str(pair.get("name", "")), pair["value"])
 
+    def parameters(self, pairs: list[dict[str, Any]]) -> None:
+        """A query string's or a form body's parameters, judged as one list (a PKCE challenge is a secret when
+        no S256 method beside it says it was hashed)."""
+        named = [(str(p.get("name", "")), p["value"]) for p in pairs if isinstance(p.get("value"), str)]
+        secret = iter(secret_parameters(named))
+        for pair in pairs:
+            if isinstance(pair.get("value"), str):
+                pair["value"] = self.marker(pair["value"]) if next(secret) else redact_text(pair["value"])
+
     def redact_entry(self, entry: dict[str, Any]) -> None:
         request, response = entry["request"], entry["response"]
         request["url"] = redact_url(request["url"])
+        if isinstance(response.get("redirectURL"), str):  # a 302's Location: the authorization code, the state
+            response["redirectURL"] = redact_url(response["redirectURL"])
         for part in (request, response):
             self.pairs(part.get("headers", []))
             for cookie in part.get("cookies", []):
                 if isinstance(cookie.get("value"), str):
                     cookie["value"] = self.marker(cookie["value"])
-        self.pairs(request.get("queryString", []))
+        self.parameters(request.get("queryString", []))
         post = request.get("postData")
         if post and isinstance(post.get("text"), str):
             post["text"] = redact_body(post["text"], post.get("mimeType", ""))
-            self.pairs(post.get("params", []))
+            self.parameters(post.get("params", []))
         content = response.get("content") or {}
         if isinstance(content.get("text"), str) and content.get("encoding") != "base64":
             content["text"] = redact_body(content["text"], content.get("mimeType", ""))

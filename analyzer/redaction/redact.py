@@ -4,8 +4,11 @@ Captured traffic carries credentials: Authorization and cookie headers, API
 keys in headers and query strings, bearer tokens and fields such as
 ``access_token`` or ``password`` in bodies. They are replaced by a marker that
 keeps the kind and the length, so a reader can still tell "a token was sent"
-from "no token". What remains possible (a secret inside free text the user's
-tool chose to return) is said in SECURITY notes, not guessed at here.
+from "no token". OAuth's flow around the calls too: the authorization code and
+``state`` as parameters (a 302's Location, a token request's form body), the
+PKCE verifier, ID tokens and assertion grants. What remains possible (a secret
+inside free text the user's tool chose to return) is said in SECURITY notes,
+not guessed at here.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import hmac
 import json
 import re
 import secrets
+from collections.abc import Sequence
 from typing import Any
 from urllib.parse import unquote, urlsplit, urlunsplit
 
@@ -34,7 +38,30 @@ SECRET_NAMES = frozenset({
     "sig",  # presigned URLs (Azure SAS "sig=", signed query strings): the signature is the credential
     "pwd",  # ODBC connection strings ("Pwd=") in error text; a directory would be "cwd" or "path"
     "jwt",
+    # OAuth and OpenID Connect names that mean nothing else (id_token, subject_token, ... end with "token"):
+    "codeverifier",  # PKCE (RFC 7636): with the authorization code, it buys the tokens
+    "clientassertion",  # a client's signed credential (RFC 7521/7523); client_assertion_type, its kind, is kept
+    "devicecode",  # device grant (RFC 8628): the device polls the token endpoint with it
+    "idtokenhint",  # an ID token sent back to the server (logout, re-authentication)
+    "samlresponse",  # a SAML assertion posted to the client: a bearer credential
 })  # fmt: skip
+# OAuth's parameters that are secret only as parameters: in a URL's query or fragment (the authorization
+# response's 302 Location, the callback URL, a Referer), in an application/x-www-form-urlencoded body (the token
+# request), and after "?", "&" or "#" and before "=" in free text (a URL quoted in a log or an error). Elsewhere
+# the names mean something else and are kept: in JSON "code" is a JSON-RPC error's code, "state" and
+# "assertion" a tool's arguments; in prose "error code: -32602", "state: open".
+# - code: the authorization code (RFC 6749 4.1.2), exchanged for tokens (grant_type=authorization_code);
+# - assertion: a JWT or SAML bearer grant's credential (RFC 7521/7522/7523);
+# - state: always, whatever it looks like. A server or client may put a signed or encrypted payload there
+#   (a return URL, a user or tenant id, a nonce signed with its key), and nothing outside tells it from a plain
+#   nonce by its look: a rule on length or alphabet would show a short signed blob or a base64 JSON payload.
+#   Even a plain nonce is the CSRF binding of a flow in progress (RFC 6749 10.12). Nothing is lost: whether the
+#   callback carried the state the request sent still reads from a redacted capture (one pseudonym per
+#   value), from the HAR (numbered markers) and from the markers' lengths.
+PARAMETER_SECRETS = frozenset({"code", "state", "assertion"})
+# PKCE's challenge is the verifier itself when its method is "plain", or absent (RFC 7636 4.2): then secret too.
+# With S256 (which MCP requires) it is a hash, and kept.
+PKCE_CHALLENGE, PKCE_METHOD = "codechallenge", "codechallengemethod"
 # Names that end like a secret but are none. Not needed, because nothing catches them: "tokenType" /
 # "token_type" (says "Bearer", not which one), "nextCursor". Bare "key", "sessionId" and Mcp-Session-Id are no
 # secret names either: "key" is any key (idempotency, cache, sort), and the session id is how the report tells
@@ -43,7 +70,11 @@ NOT_SECRET = frozenset({
     "progresstoken",  # MCP: pairs progress notifications with the request they report on
     "pagetoken", "nextpagetoken", "prevpagetoken", "previouspagetoken", "paginationtoken", "continuationtoken",
     "nexttoken", "synctoken", "nextsynctoken",  # pagination and sync cursors: opaque positions, not access
+    "authorizationservers", "authorizationserver",  # protected-resource metadata (RFC 9728): where, no token
 })  # fmt: skip
+# OAuth discovery metadata (RFC 8414, OpenID Connect Discovery) names endpoints and what is supported, never a
+# secret, though "authorization" is in many of its names (authorization_endpoint, ..._iss_parameter_supported).
+NOT_SECRET_SUFFIXES = ("endpoint", "supported")
 # Token counts (MCP sampling's maxTokens, LLM usage records): numbers, not credentials.
 TOKEN_COUNTS = (
     "maxtokens", "inputtokens", "outputtokens", "totaltokens", "prompttokens", "completiontokens",
@@ -54,6 +85,12 @@ BEARER = re.compile(r"(?i)\b(bearer|basic)\s+([A-Za-z0-9._~+/=-]{6,})")
 # here: the analyzer cuts a tool's answer after 100 characters, and quotes it with repr() in the evidence.
 # The whole name is taken (client_secret, x-api-key, --password) and judged by is_secret_name, as in JSON.
 NAME_AND_SEPARATOR = re.compile(r"""(?<![\w-])([\w-]++)(["']?\s*[=:]\s*)""")
+# A parameter's value in a URL quoted in free text: up to the next parameter, the fragment, a space or a quote.
+QUERY_VALUE = re.compile(r"""[^\s&#"'<>\\]+""")
+# A text that is a whole query string or form body ("grant_type=authorization_code&code=..."): its first name
+# is a parameter too, though no "?" or "&" comes before it. One "&" at least: "code=-32602" alone is prose.
+FORM = re.compile(r"[\w.~%+*-]+=[^\s&]*&\S*")
+S256 = re.compile(r"(?i)code_challenge_method=S256(?![\w-])")
 # A quoted value is taken whole, whatever it holds, up to its closing quote (a backslash, or a run of them,
 # escapes the next character) or the end of a cut text; a bare one up to a space or a separator.
 SECRET_VALUE = re.compile(r"""(?s)(["'])((?:\\+.|(?!\1)[^\\])*)(?:\1|\\*$)|([^\s&,;"']{4,})""")
@@ -246,11 +283,32 @@ def is_session_name(name: str) -> bool:
     return name.lower().replace("-", "").replace("_", "") in SESSION_NAMES
 
 
+def _normal(name: str) -> str:
+    return name.lower().replace("-", "").replace("_", "")
+
+
 def is_secret_name(name: str) -> bool:
-    normal = name.lower().replace("-", "").replace("_", "")
-    if normal in NOT_SECRET or normal.endswith(TOKEN_COUNTS):
+    """Whether a value under this name is secret wherever the name is met (header, JSON member, parameter,
+    ``name=value`` in free text)."""
+    normal = _normal(name)
+    if normal in NOT_SECRET or normal.endswith(TOKEN_COUNTS) or normal.endswith(NOT_SECRET_SUFFIXES):
         return False
     return normal in SECRET_NAMES or normal.endswith(SECRET_SUFFIXES) or any(w in normal for w in SECRET_WORDS)
+
+
+def is_secret_parameter(name: str, *, plain_pkce: bool = False) -> bool:
+    """Whether a parameter of a query string or a form body under this name is secret: by the name rule, or as
+    one of OAuth's ``PARAMETER_SECRETS``. ``plain_pkce``: the same parameters carry no
+    ``code_challenge_method=S256``, so a ``code_challenge`` is the verifier itself."""
+    normal = _normal(name)
+    return is_secret_name(name) or normal in PARAMETER_SECRETS or (plain_pkce and normal == PKCE_CHALLENGE)
+
+
+def secret_parameters(pairs: Sequence[tuple[str, str]]) -> list[bool]:
+    """For each (name, value) of one query string or form body, names and values decoded: whether its value
+    is secret. What the HAR's ``queryString`` and ``postData.params`` are judged by, as the query itself."""
+    plain_pkce = not any(_normal(name) == PKCE_METHOD and value.strip().upper() == "S256" for name, value in pairs)
+    return [is_secret_parameter(name, plain_pkce=plain_pkce) for name, _ in pairs]
 
 
 def redact_strings(record: dict[str, Any]) -> dict[str, Any]:
@@ -282,24 +340,34 @@ def redact_url(url: str, mask: Mask = MARKERS) -> str:
     except ValueError:  # not a URL urllib reads (a captured path "x[y" runs into the host): the query alone
         base, mark, query = url.partition("?")
         return base + mark + _redact_query(query, mask)
-    if not parts.query and not parts.password:
+    # A fragment of parameters: the implicit flow's "#access_token=...&state=..." in a Location.
+    fragment_params = "=" in parts.fragment
+    if not parts.query and not parts.password and not fragment_params:
         return url
     query = _redact_query(parts.query, mask)
+    fragment = _redact_query(parts.fragment, mask) if fragment_params else parts.fragment
     netloc = parts.netloc.replace(parts.password, mask.secret(parts.password)) if parts.password else parts.netloc
-    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+    return urlunsplit((parts.scheme, netloc, parts.path, query, fragment))
 
 
 def _redact_query(query: str, mask: Mask = MARKERS) -> str:
-    def one(k: str, eq: str, v: str) -> str:
-        name = unquote(k)
-        if is_secret_name(name):
+    """A query string or a form body, as sent (percent-encoded): each parameter judged by
+    ``secret_parameters``."""
+
+    def one(k: str, eq: str, v: str, secret: bool) -> str:
+        if secret and eq:  # a bare name ("?code") has no value to hide, and stays as it is
             return f"{k}={mask.query_value(v)}"
-        if mask.masks_sessions and is_session_name(name) and v:
+        if mask.masks_sessions and is_session_name(unquote(k)) and v:
             return f"{k}={mask.session(unquote(v))}"
         return f"{k}{eq}{v}"
 
     pairs = [part.partition("=") for part in query.split("&")] if query else []
-    return "&".join(one(k, eq, v) for k, eq, v in pairs)
+    secret = secret_parameters([(_unquote_form(k), _unquote_form(v)) for k, _, v in pairs])
+    return "&".join(one(k, eq, v, s) for (k, eq, v), s in zip(pairs, secret, strict=True))
+
+
+def _unquote_form(raw: str) -> str:
+    return unquote(raw.replace("+", " "))
 
 
 def redact_text(text: str, mask: Mask = MARKERS) -> str:
@@ -325,17 +393,32 @@ def _redact_free_text(text: str, mask: Mask = MARKERS) -> str:
     # no value is read twice.
     out = []
     done = position = 0
+    form = FORM.fullmatch(text) is not None
+    plain_pkce: bool | None = None  # whether the text says code_challenge_method=S256: looked up when needed
     while match := NAME_AND_SEPARATOR.search(text, position):
         position = match.end()
         name = match.group(1)
-        if not (is_secret_name(name) or (mask.masks_sessions and is_session_name(name))):
+        start = match.start()
+        # After "?", "&" (or "&amp;" in HTML) or "#": a URL's parameter; at the start: a form's first one.
+        parameter = match.group(2) == "=" and (
+            (text[start - 1] in "?&#" or text.endswith("&amp;", 0, start)) if start else form
+        )
+        if parameter and plain_pkce is None and _normal(name) == PKCE_CHALLENGE:
+            plain_pkce = S256.search(text) is None
+        secret = is_secret_parameter(name, plain_pkce=bool(plain_pkce)) if parameter else is_secret_name(name)
+        if not (secret or (mask.masks_sessions and is_session_name(name))):
             continue
         if kept := mask.shown_credential.match(text, position):
             position = kept.end()
             continue
-        if value := SECRET_VALUE.match(text, position):
+        if parameter and (in_query := QUERY_VALUE.match(text, position)):
+            # A parameter's value as sent: the same pseudonym as in a query string or a form body.
+            out.append(text[done:position])
+            out.append(mask.query_value(in_query.group(0)) if secret else mask.session(unquote(in_query.group(0))))
+            done = position = in_query.end()
+        elif value := SECRET_VALUE.match(text, position):
             quote, quoted, bare = value.groups()
-            hide = mask.secret if is_secret_name(name) else mask.session
+            hide = mask.secret if secret else mask.session
             out.append(text[done:position])
             out.append(f"{quote}{hide(quoted)}{quote}" if quote is not None else hide(bare))
             done = position = value.end()

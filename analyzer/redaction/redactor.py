@@ -25,6 +25,9 @@ class Redactor:
     """Secrets replaced by markers: what every output shows by default."""
 
     redacts = True
+    # How a file that holds this redactor's output is created: None, as open() creates one (0666 less the
+    # umask; a file replaced keeps its mode). The writer (cli/output_files.py's Output) asks, never decides.
+    file_mode: int | None = None
 
     @staticmethod
     def of(redact: bool) -> Redactor:
@@ -94,6 +97,9 @@ class AsCaptured(Redactor):
     """``--no-redact``: a peer's text as the capture has it, secrets included."""
 
     redacts = False
+    # It holds the capture's secrets, as the flow file does: readable and writable by its owner only, whatever
+    # the umask, a file it replaces too (as the recorder's capture files, SECURITY.md).
+    file_mode = 0o600
 
     def text(self, text: str) -> str:
         return text

@@ -1,10 +1,10 @@
 """A capture that can be shared: the secrets of a flow replaced by consistent pseudonyms.
 
-The rules are those of the report (``analyzer/redaction/redact.py``: names, suffixes, the allow-list of MCP fields);
-what differs is how a secret is shown. ``Pseudonyms`` gives the same secret the same stand-in everywhere,
-so the analysis of the sanitized capture reaches the same verdicts, retry chains and duplicate executions as
-the original's. Used by ``mcp-blackbox redact`` (files) and by the recorder's ``mcp_redact`` option (the copy
-of each flow that goes to disk; never the live flow).
+The rules are those of the report (``analyzer/redaction/redact.py``: names, suffixes, OAuth's parameters, the
+allow-list of MCP fields); what differs is how a secret is shown. ``Pseudonyms`` gives the same secret the same
+stand-in everywhere, so the analysis of the sanitized capture reaches the same verdicts, retry chains and
+duplicate executions as the original's. Used by ``mcp-blackbox redact`` (files) and by the recorder's
+``mcp_redact`` option (the copy of each flow that goes to disk; never the live flow).
 
 What is rewritten in an HTTP flow: every header (request, response, trailers), the query string and the
 URL's password, the bodies (decoded first: JSON, event streams line by line, other text; bytes that are no
