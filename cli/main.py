@@ -26,9 +26,12 @@ from mcp_blackbox.analyzer.wire.stdio_capture import is_stdio_capture
 from mcp_blackbox.cli import run_command
 from mcp_blackbox.cli.environment import addon_path, mitmdump_executable
 from mcp_blackbox.cli.options import recording_options
+from mcp_blackbox.cli.output_files import CANNOT_WRITE, STDOUT, Output, recording_refused, refused
 
 if TYPE_CHECKING:
     from mcp_blackbox.analyzer.redaction.sanitize import RedactResult
+
+NOTHING_READ = 2  # the exit status when no capture could be read: the output would say nothing true
 
 
 def record_command(args: argparse.Namespace) -> list[str]:
@@ -94,6 +97,11 @@ def run_record(args: argparse.Namespace) -> int:
     if args.dry_run:
         print(" ".join(command))
         return 0
+    # Said here, before mitmdump starts: it would print a traceback, and it writes the listen file itself.
+    if recording_refused("record", args.write, rotating=bool(args.rotate_size or args.keep)):
+        return CANNOT_WRITE
+    if refused("record", args.listen_file):
+        return CANNOT_WRITE
     if args.port and port_in_use(args.listen_host, args.port):
         # Said here, in the words of this command's options; nothing has been written yet.
         print(
@@ -117,6 +125,8 @@ def run_record_stdio(args: argparse.Namespace) -> int:
         args.record_parser.error(f"{', '.join(unused)}: not with --stdio")
     if not args.mitmdump_args:
         args.record_parser.error("--stdio needs the server's command after --: record --stdio -w FILE -- COMMAND ...")
+    if recording_refused("record", args.write):  # as for HTTP: exit 2 and the one line, the server not started
+        return CANNOT_WRITE
     # Imported here: the analysis commands never need it, and the wrapper must start quickly.
     from mcp_blackbox.addon import stdio_recorder
 
@@ -183,6 +193,8 @@ def run_export(args: argparse.Namespace) -> int:
     if problem is not None:
         print(f"mcp-blackbox export: {problem}", file=sys.stderr)
         return 2
+    if refused("export", args.output):
+        return CANNOT_WRITE
     if args.format == "otlp" or args.otlp_endpoint or args.format == "har":
         analysis = load_or_explain(args.captures)
         return 2 if analysis is None else _export_other(args, analysis)
@@ -207,12 +219,12 @@ def _cannot_export(args: argparse.Namespace) -> str | None:
 def _export_json_or_csv(args: argparse.Namespace) -> int:
     """JSON (the default) or CSV, to ``--output`` or to stdout (the default, or ``-``)."""
     args.format = args.format or "json"
-    args.output = args.output or "-"
     write = write_json if args.format == "json" else write_csv
-    if args.output == "-":
-        return _export_streaming(args, write, sys.stdout)
-    with open(args.output, "w", newline="" if args.format == "csv" else None, encoding="utf-8") as out:
-        return _export_streaming(args, write, out)
+    with Output(args.output, newline="" if args.format == "csv" else None) as output:
+        status = _export_streaming(args, write, output.stream)
+        if status == NOTHING_READ:
+            output.discard()  # the header is written before the captures are read: no empty export in place
+    return status
 
 
 def _export_streaming(args: argparse.Namespace, write: Any, out: IO[str]) -> int:
@@ -244,20 +256,14 @@ def _export_other(args: argparse.Namespace, analysis: Analysis) -> int:
     if args.format == "har":
         from mcp_blackbox.analyzer.outputs.har_export import write_har
 
-        if args.output in (None, "-"):
-            write_har(analysis, sys.stdout, redact=redact)
-        else:
-            with open(args.output, "w", encoding="utf-8", errors="backslashreplace") as out:
-                write_har(analysis, out, redact=redact)
+        with Output(args.output) as output:
+            write_har(analysis, output.stream, redact=redact)
         return 0
     from mcp_blackbox.analyzer.outputs.otlp import send_otlp, traces_url, write_otlp_json
 
     if args.format == "otlp" and (args.output is not None or not args.otlp_endpoint):
-        if args.output in (None, "-"):
-            write_otlp_json(analysis, sys.stdout, redact=redact)
-        else:
-            with open(args.output, "w", encoding="utf-8", errors="backslashreplace") as out:
-                write_otlp_json(analysis, out, redact=redact)
+        with Output(args.output) as output:
+            write_otlp_json(analysis, output.stream, redact=redact)
     if args.otlp_endpoint:
         try:
             sent = send_otlp(analysis, args.otlp_endpoint, redact=redact)
@@ -269,13 +275,20 @@ def _export_other(args: argparse.Namespace, analysis: Analysis) -> int:
 
 
 def run_report(args: argparse.Namespace) -> int:
+    # The report is always a file: -o - names a file "-" (the line below goes to stdout).
+    path = os.path.join(os.curdir, STDOUT) if args.output == STDOUT else args.output
+    if refused("report", path):
+        return CANNOT_WRITE
     # Read problems are said once here; the report's own header says them again for its readers.
     analysis = load_or_explain(args.captures)
     if analysis is None:
         return 2
-    from mcp_blackbox.analyzer.review.report import write_report  # jinja2 and the templates, only for this command
+    # jinja2 and the templates, only for this command
+    from mcp_blackbox.analyzer.review.report import build_report, render_report
 
-    data = write_report(args.captures, args.output, redact=not args.no_redact, analysis=analysis)
+    data = build_report(args.captures, redact=not args.no_redact, analysis=analysis)
+    with Output(path) as output:
+        output.stream.write(render_report(data))
     meta = data["meta"]
     print(
         f"{args.output}: {meta['calls']} calls, {meta['retry_groups']} retry chains, "
@@ -285,20 +298,23 @@ def run_report(args: argparse.Namespace) -> int:
 
 
 def run_summary(args: argparse.Namespace) -> int:
-    def write(text: str) -> None:
-        if args.output == "-":
-            sys.stdout.write(text)
-        else:
-            Path(args.output).write_text(text, encoding="utf-8", errors="backslashreplace")
-
+    if refused("summary", args.output):
+        return CANNOT_WRITE
     if args.format != "markdown":  # the terminal summary reads as export does: a window at a time
-        return _streamed(args.captures, DEFAULT_WINDOW, lambda stream: write(summary_text(stream) + "\n"))
+        with Output(args.output) as output:
+            status = _streamed(
+                args.captures, DEFAULT_WINDOW, lambda stream: output.stream.write(summary_text(stream) + "\n")
+            )
+            if status == NOTHING_READ:
+                output.discard()  # a summary of nothing is not put in a file (stdout still shows it)
+        return status
     analysis = load_or_explain(args.captures)
     if analysis is None:
         return 2
     from mcp_blackbox.analyzer.review.summary_markdown import summary_markdown
 
-    write(summary_markdown(analysis, args.captures, redact=not args.no_redact))
+    with Output(args.output) as output:
+        output.stream.write(summary_markdown(analysis, args.captures, redact=not args.no_redact))
     return 0
 
 
@@ -306,6 +322,8 @@ def run_check(args: argparse.Namespace) -> int:
     from mcp_blackbox.analyzer.review.check import judge
     from mcp_blackbox.analyzer.review.check_formats import render, step_summary, text
 
+    if refused("check", args.output):  # exit 2, never 1: 1 is only "the gate failed"
+        return CANNOT_WRITE
     analysis = load_or_explain(args.captures)
     if analysis is None:
         # Nothing could be read (exit 2 whatever the options): read again, which costs nothing here, so that
@@ -324,9 +342,10 @@ def run_check(args: argparse.Namespace) -> int:
     if args.output in (None, "-"):
         sys.stdout.write(output)
     else:
-        # The file for CI to keep (a JUnit report, say); the plain text still goes to the log.
-        with open(args.output, "w", encoding="utf-8", errors="backslashreplace") as out:
-            out.write(output)
+        # The file for CI to keep (a JUnit report, say), also when nothing could be read (it says so); the
+        # plain text still goes to the log.
+        with Output(args.output) as out:
+            out.stream.write(output)
         sys.stdout.write(text(gate))
     if args.format == "github" and os.environ.get("GITHUB_STEP_SUMMARY"):
         with open(os.environ["GITHUB_STEP_SUMMARY"], "a", encoding="utf-8", errors="backslashreplace") as out:
@@ -338,6 +357,8 @@ def run_diff(args: argparse.Namespace) -> int:
     from mcp_blackbox.analyzer.review.diff import Side, diff
     from mcp_blackbox.analyzer.review.diff_format import diff_json, diff_markdown, diff_text
 
+    if refused("diff", args.output):
+        return CANNOT_WRITE
     sides = []
     for path in (args.before, args.after):
         analysis = load_or_explain([path])
@@ -346,12 +367,15 @@ def run_diff(args: argparse.Namespace) -> int:
         sides.append(Side.of(analysis, redact=not args.no_redact))
     result = diff(*sides, latency_ratio=args.latency_ratio)
     render = {"text": diff_text, "markdown": diff_markdown, "json": diff_json}[args.format]
-    sys.stdout.write(render(result, args.before, args.after))
+    with Output(args.output) as output:
+        output.stream.write(render(result, args.before, args.after))
     return 1 if args.fail_on_regression and result["regressions"] else 0
 
 
 def run_redact(args: argparse.Namespace) -> int:
     """A flow file to share: every HTTP flow of the captures with its secrets replaced by pseudonyms."""
+    if refused("redact", args.output):
+        return CANNOT_WRITE
     output = Path(args.output)
     refusal = _cannot_redact(args.captures, args.output)
     if refusal is not None:
@@ -563,6 +587,7 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("before", metavar="BEFORE", help="capture before the change")
     compare.add_argument("after", metavar="AFTER", help="capture after the change")
     compare.add_argument("--format", choices=["text", "markdown", "json"], default="text")
+    compare.add_argument("-o", "--output", default=STDOUT, metavar="FILE", help="output file, - for stdout (default)")
     compare.add_argument(
         "--fail-on-regression",
         action="store_true",

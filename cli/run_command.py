@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import json
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -30,6 +32,7 @@ from mcp_blackbox.analyzer.wire.recording import ENV as RECORDING_ENV
 from mcp_blackbox.analyzer.wire.recording import recording_id
 from mcp_blackbox.cli.environment import addon_path, mitmdump_executable
 from mcp_blackbox.cli.options import recording_options
+from mcp_blackbox.cli.output_files import CANNOT_WRITE, recording_refused
 
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 SYSTEM_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")  # Debian, Ubuntu, Alpine, Arch (with ca-certificates)
@@ -279,17 +282,44 @@ class Forwarding:
         self.pending.clear()
 
 
+class CannotStart(Exception):
+    """COMMAND could not be started: why, and the status a shell gives for it (127: not found; 126: found
+    but not runnable)."""
+
+    def __init__(self, program: str, reason: str, status: int) -> None:
+        super().__init__(f"cannot start {program}: {reason}")
+        self.status = status
+
+    @classmethod
+    def of(cls, program: str, error: OSError) -> CannotStart:
+        reason = error.strerror or str(error)
+        return cls(program, reason, 127 if error.errno == errno.ENOENT else 126)
+
+
+def cannot_start(program: str) -> CannotStart | None:
+    """Why COMMAND will not start, found before the recorder is started for it (no capture is touched);
+    None when it looks runnable (its exec may still fail: :func:`run_child` says so then). A bare name is
+    looked up in PATH as exec does; not found is a shell's "command not found"."""
+    if os.sep not in program:
+        return None if shutil.which(program) else CannotStart(program, "command not found", 127)
+    try:
+        mode = os.stat(program).st_mode
+    except OSError as e:
+        return CannotStart.of(program, e)
+    if stat.S_ISDIR(mode):
+        return CannotStart(program, os.strerror(errno.EISDIR), 126)
+    if not os.access(program, os.X_OK):
+        return CannotStart(program, os.strerror(errno.EACCES), 126)
+    return None
+
+
 def run_child(argv: list[str], env: dict[str, str], signals: Forwarding) -> int:
     """Run COMMAND in a process group of its own, its signals passed on by ``signals``, and return its status
-    as a shell would (128 + N for a signal N)."""
+    as a shell would (128 + N for a signal N). :class:`CannotStart` when it could not be started."""
     try:
         child = subprocess.Popen(argv, env=env, process_group=0)
-    except FileNotFoundError:
-        say(f"{argv[0]}: command not found")
-        return 127
-    except PermissionError:
-        say(f"{argv[0]}: permission denied")
-        return 126
+    except OSError as e:  # not found, not executable, not a format the system runs
+        raise CannotStart.of(argv[0], e) from e
     signals.started(child.pid)
     with foreground(child.pid) as tty:
         status = wait_for(child, tty)
@@ -304,13 +334,16 @@ def read_stats(path: Path) -> dict[str, Any]:
         return {}
 
 
-def report(capture: str, stats: dict[str, Any], recorded_all: bool, passthrough: bool = False) -> None:
-    """One line per MCP server seen; what the run could not see; where the capture is."""
+def report(
+    capture: str, stats: dict[str, Any], recorded_all: bool, passthrough: bool = False, started: bool = True
+) -> None:
+    """One line per MCP server seen; what the run could not see; where the capture is. ``started``: False
+    when COMMAND never ran, so its not reaching the recorder says nothing about its proxy settings."""
     servers = _calls_by_server(capture)
     for server, (calls, failed) in sorted(servers.items()):
         say(f"MCP server {server}: {calls} call{'s' * (calls != 1)}, {failed} failed")
     _say_tls_failures(stats)
-    if not servers:
+    if not servers and started:
         seen = _what_came_through(stats, passthrough)
         say(
             f"no MCP exchange was seen: {seen}. The client may ignore the proxy settings (HTTP_PROXY, "
@@ -373,8 +406,16 @@ def _what_came_through(stats: dict[str, Any], passthrough: bool) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Record COMMAND through a recorder started for it; its status (125: the recorder did not start)."""
+    """Record COMMAND through a recorder started for it; its status (125: the recorder did not start; 2: the
+    capture cannot be written; 127 or 126: COMMAND cannot be started, as a shell says)."""
     argv = _command_to_run(args)
+    # Both said before the recorder starts: mitmdump would print a traceback for the one, and create or
+    # truncate the capture for nothing for the other.
+    if recording_refused("run", args.write):
+        return CANNOT_WRITE
+    if (unstartable := cannot_start(argv[0])) is not None:
+        say(str(unstartable))
+        return unstartable.status
     with tempfile.TemporaryDirectory(prefix="mcp-blackbox-run-") as tmp, Forwarding() as signals:
         workdir = Path(tmp)
         system_bundle, system_words = system_ca_bundle()
@@ -386,14 +427,18 @@ def run(args: argparse.Namespace) -> int:
         except RuntimeError as e:
             say(str(e))
             return 125
+        started = True
         try:
             env = _client_setup(args, workdir, recorder, system_bundle, system_words) | {RECORDING_ENV: recording}
             status = run_child(argv, env, signals)
+        except CannotStart as e:  # found runnable above, refused by exec (a format the system does not run)
+            say(str(e))
+            status, started = e.status, False
         finally:
             stopped = recorder.stop()
         if stopped not in (0, None):
             say(f"the recorder exited with {stopped}; its log:\n{recorder.log_tail()}")
-        report(args.write, read_stats(workdir / "stats.json"), args.all, bool(args.passthrough))
+        report(args.write, read_stats(workdir / "stats.json"), args.all, bool(args.passthrough), started)
     return status
 
 
