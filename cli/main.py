@@ -18,6 +18,7 @@ from mcp_blackbox.analyzer.outputs.analysis import DEFAULT_WINDOW, Analysis, Cal
 from mcp_blackbox.analyzer.outputs.export import write_csv, write_json
 from mcp_blackbox.analyzer.read import progress
 from mcp_blackbox.analyzer.read.load import LoadReport
+from mcp_blackbox.analyzer.redaction.redactor import Redactor
 from mcp_blackbox.analyzer.review.check import DEFAULT_FAIL_ON, Allowance, parse_allow, parse_fail_on
 from mcp_blackbox.analyzer.review.summary_text import summary_text
 from mcp_blackbox.analyzer.version import NOT_INSTALLED, installed_version
@@ -216,11 +217,16 @@ def _cannot_export(args: argparse.Namespace) -> str | None:
     return None
 
 
+def _file_mode(args: argparse.Namespace) -> int | None:
+    """How an output file is created: 0600 when it keeps the capture's secrets (--no-redact), as the flow file."""
+    return Redactor.of(not getattr(args, "no_redact", False)).file_mode
+
+
 def _export_json_or_csv(args: argparse.Namespace) -> int:
     """JSON (the default) or CSV, to ``--output`` or to stdout (the default, or ``-``)."""
     args.format = args.format or "json"
     write = write_json if args.format == "json" else write_csv
-    with Output(args.output, newline="" if args.format == "csv" else None) as output:
+    with Output(args.output, newline="" if args.format == "csv" else None, mode=_file_mode(args)) as output:
         status = _export_streaming(args, write, output.stream)
         if status == NOTHING_READ:
             output.discard()  # the header is written before the captures are read: no empty export in place
@@ -256,13 +262,13 @@ def _export_other(args: argparse.Namespace, analysis: Analysis) -> int:
     if args.format == "har":
         from mcp_blackbox.analyzer.outputs.har_export import write_har
 
-        with Output(args.output) as output:
+        with Output(args.output, mode=_file_mode(args)) as output:
             write_har(analysis, output.stream, redact=redact)
         return 0
     from mcp_blackbox.analyzer.outputs.otlp import send_otlp, traces_url, write_otlp_json
 
     if args.format == "otlp" and (args.output is not None or not args.otlp_endpoint):
-        with Output(args.output) as output:
+        with Output(args.output, mode=_file_mode(args)) as output:
             write_otlp_json(analysis, output.stream, redact=redact)
     if args.otlp_endpoint:
         try:
@@ -287,7 +293,7 @@ def run_report(args: argparse.Namespace) -> int:
     from mcp_blackbox.analyzer.review.report import build_report, render_report
 
     data = build_report(args.captures, redact=not args.no_redact, analysis=analysis)
-    with Output(path) as output:
+    with Output(path, mode=_file_mode(args)) as output:
         output.stream.write(render_report(data))
     meta = data["meta"]
     print(
@@ -301,7 +307,7 @@ def run_summary(args: argparse.Namespace) -> int:
     if refused("summary", args.output):
         return CANNOT_WRITE
     if args.format != "markdown":  # the terminal summary reads as export does: a window at a time
-        with Output(args.output) as output:
+        with Output(args.output, mode=_file_mode(args)) as output:
             status = _streamed(
                 args.captures, DEFAULT_WINDOW, lambda stream: output.stream.write(summary_text(stream) + "\n")
             )
@@ -313,7 +319,7 @@ def run_summary(args: argparse.Namespace) -> int:
         return 2
     from mcp_blackbox.analyzer.review.summary_markdown import summary_markdown
 
-    with Output(args.output) as output:
+    with Output(args.output, mode=_file_mode(args)) as output:
         output.stream.write(summary_markdown(analysis, args.captures, redact=not args.no_redact))
     return 0
 
@@ -344,7 +350,7 @@ def run_check(args: argparse.Namespace) -> int:
     else:
         # The file for CI to keep (a JUnit report, say), also when nothing could be read (it says so); the
         # plain text still goes to the log.
-        with Output(args.output) as out:
+        with Output(args.output, mode=_file_mode(args)) as out:
             out.stream.write(output)
         sys.stdout.write(text(gate))
     if args.format == "github" and os.environ.get("GITHUB_STEP_SUMMARY"):
@@ -367,7 +373,7 @@ def run_diff(args: argparse.Namespace) -> int:
         sides.append(Side.of(analysis, redact=not args.no_redact))
     result = diff(*sides, latency_ratio=args.latency_ratio)
     render = {"text": diff_text, "markdown": diff_markdown, "json": diff_json}[args.format]
-    with Output(args.output) as output:
+    with Output(args.output, mode=_file_mode(args)) as output:
         output.stream.write(render(result, args.before, args.after))
     return 1 if args.fail_on_regression and result["regressions"] else 0
 
