@@ -1,14 +1,18 @@
 """``mcp-blackbox diff BEFORE AFTER``: what changed between two captures, e.g. before and after a fix.
 
-Calls are matched by server, method, tool and arguments digest, in order: the
-first ``tools/call write_record`` with given arguments before is matched with
-the first one after, the second with the second. The server is named by host
-and path, not port: a test server listens on a new port each run.
+What is compared is each logical request: a lone call, or a retry chain as one request that ended as its
+last attempt did (its first attempt stands for it; the later attempts are not matched on their own). A
+request ``ok`` succeeded at once, ``recovered`` succeeded after a failure and a retry, ``failed`` ended
+failing. Requests are matched by server, method, tool and arguments digest, in order: the first
+``tools/call write_record`` with given arguments before is matched with the first one after, the second
+with the second. The server is named by host and path, not port: a test server listens on a new port
+each run.
 
-Worse (``regressions``): a matched call that succeeded and now fails, a failing
-call with no counterpart before, a retry chain after a failure, a write run
-twice or an unsafe replay that was not there before, and a tool whose p95
-latency grew past ``latency_ratio`` (with enough calls on both sides to say so).
+Worse (``regressions``): a matched request that did not fail and now does, a failing request with no
+counterpart before, a request that succeeded at once and now needs a retry (``needs_retry``), a write run
+twice or an unsafe replay that was not there before, and a tool whose p95 latency grew past
+``latency_ratio`` (with enough calls on both sides to say so). A request that failed, was retried and
+succeeded is no new failure: it is where it needs a retry that it got worse.
 """
 
 from __future__ import annotations
@@ -29,6 +33,8 @@ MIN_LATENCY_CALLS = 5  # calls of a tool on each side before its p95 may count a
 DEFAULT_LATENCY_RATIO = 2.0
 
 Key = tuple[str, str, str, str]  # server, method, tool, arguments digest
+# How a logical request ended, worst first: the rank says which way a change went.
+STATES = ("failed", "recovered", "ok")
 
 
 @dataclass
@@ -37,6 +43,8 @@ class Side:
 
     calls: list[CallRecord]
     servers: dict[str, str]  # call id -> host and path
+    chains: dict[str, dict[str, Any]] = field(default_factory=dict)  # first attempt's id -> its group's record
+    later: set[str] = field(default_factory=set)  # ids of the attempts after a chain's first
     retries: Counter[tuple[str, str]] = field(default_factory=Counter)  # (origin, what) of failure retries
     twice: Counter[tuple[str, str]] = field(default_factory=Counter)  # (tool, arguments digest) run again
     unsafe: Counter[str] = field(default_factory=Counter)  # what an unsafe replay repeated
@@ -48,6 +56,8 @@ class Side:
         by_id = {c["call_id"]: c for c in side.calls}
         for group in (g.record() for g in analysis.retry_groups):
             first = by_id[group["members"][0]]
+            side.chains[first["call_id"]] = dict(group)
+            side.later.update(group["members"][1:])
             if group["failure_retry"]:
                 side.retries[(group["origin"], _what(first))] += 1
             if Safety(group["safety"]).is_unsafe:
@@ -55,6 +65,18 @@ class Side:
         for duplicate in analysis.duplicate_executions:
             side.twice[(duplicate.tool or "", duplicate.arguments_digest)] += 1
         return side
+
+    @property
+    def requests(self) -> list[CallRecord]:
+        """The logical requests: each call but a chain's later attempts."""
+        return [c for c in self.calls if c["call_id"] not in self.later]
+
+    def state(self, call: CallRecord) -> str:
+        """How the request ``call`` stands for ended: failed, recovered (after a retry of a failure) or ok."""
+        chain = self.chains.get(call["call_id"])
+        if is_failure(chain["final_outcome"] if chain else call["outcome"]):
+            return "failed"
+        return "recovered" if chain and chain["failure_retry"] and chain["attempts"] > 1 else "ok"
 
     def key(self, call: CallRecord) -> Key:
         return (self.servers[call["call_id"]], call["method"] or "", call["tool"] or "", call["arguments_digest"] or "")
@@ -72,17 +94,29 @@ def _what(call: CallRecord) -> str:
 def diff(before: Side, after: Side, *, latency_ratio: float = DEFAULT_LATENCY_RATIO) -> dict[str, Any]:
     """What changed from ``before`` to ``after``; ``regressions`` says, a line each, what got worse."""
     pairs, only_before, only_after = _match(before, after)
-    changed, new_failures, fixed = _outcome_changes(pairs, only_before, only_after)
+    changed = [_change(b, a, before, after) for b, a in pairs if _differ(b, a, before, after)]
+    new_failures = [c for c in changed if c["after"]["state"] == "failed"]
+    new_failures += [_one_side(a, "after", after) for a in only_after if after.state(a) == "failed"]
+    needs_retry = [c for c in changed if c["after"]["state"] == "recovered" and c["before"]["state"] == "ok"]
+    fixed = [c for c in changed if c["better"]]
+    fixed += [_one_side(b, "before", before) for b in only_before if before.state(b) == "failed"]
     latency = _latency(before.calls, after.calls, latency_ratio)
     retries = _counted_changes(before.retries, after.retries, lambda key: f"{key[0]}: {key[1]}")
     twice = _counted_changes(before.twice, after.twice, lambda key: f"{key[0]} (arguments {key[1][:10]})")
     unsafe = _counted_changes(before.unsafe, after.unsafe, str)
-    counted = {"more retries": retries, "write run twice": twice, "unsafe replay": unsafe}
+    counted = {"write run twice": twice, "unsafe replay": unsafe}  # more retries: needs_retry, a line per request
     return {
-        "calls": {"before": len(before.calls), "after": len(after.calls), "matched": len(pairs)},
+        "calls": {
+            "before": len(before.calls),
+            "after": len(after.calls),
+            "requests_before": len(before.requests),
+            "requests_after": len(after.requests),
+            "matched": len(pairs),
+        },
         "failures": {"before": _failure_count(before.calls), "after": _failure_count(after.calls)},
         "changed": changed,
         "new_failures": new_failures,
+        "needs_retry": needs_retry,
         "fixed": fixed,
         "only_before": len(only_before),
         "only_after": len(only_after),
@@ -90,7 +124,7 @@ def diff(before: Side, after: Side, *, latency_ratio: float = DEFAULT_LATENCY_RA
         "duplicate_executions": twice,
         "unsafe_replays": unsafe,
         "latency": latency,
-        "regressions": _regressions(new_failures, counted, latency),
+        "regressions": _regressions(new_failures, needs_retry, counted, latency),
     }
 
 
@@ -98,29 +132,25 @@ def _failure_count(calls: list[CallRecord]) -> int:
     return sum(1 for c in calls if is_failure(c["outcome"]))
 
 
-def _outcome_changes(
-    pairs: list[tuple[CallRecord, CallRecord]],
-    only_before: list[CallRecord],
-    only_after: list[CallRecord],
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
-    """``changed``: the matched calls whose outcome or flags changed. ``new_failures``: those that fail now, then
-    the failing calls found only after. ``fixed``: those that failed before, then the failing calls found only
-    before."""
-    changed = [_change(b, a) for b, a in pairs if (b["outcome"], b["flags"]) != (a["outcome"], a["flags"])]
-    new_failures = [c for c in changed if c["worse"]]
-    new_failures += [_one_side(a, "after") for a in only_after if is_failure(a["outcome"])]
-    fixed = [c for c in changed if c["better"]]
-    fixed += [_one_side(b, "before") for b in only_before if is_failure(b["outcome"])]
-    return changed, new_failures, fixed
+def _differ(before_call: CallRecord, after_call: CallRecord, before: Side, after: Side) -> bool:
+    was = (before.state(before_call), before_call["outcome"], before_call["flags"])
+    return was != (after.state(after_call), after_call["outcome"], after_call["flags"])
 
 
 def _regressions(
-    new_failures: list[dict[str, Any]], counted: dict[str, list[dict[str, Any]]], latency: list[dict[str, Any]]
+    new_failures: list[dict[str, Any]],
+    needs_retry: list[dict[str, Any]],
+    counted: dict[str, list[dict[str, Any]]],
+    latency: list[dict[str, Any]],
 ) -> list[str]:
-    """A line per regression: each new failure, each count in ``counted`` (by its name) that grew, each tool
-    that got slower."""
+    """A line per regression: each new failure, each request that now needs a retry, each count in
+    ``counted`` (by its name) that grew, each tool that got slower."""
     grew = [(name, r) for name, rows in counted.items() for r in rows if r["after"] > r["before"]]
     regressions = [f"new failure: {c['after']['call_id']} {c['what']} {c['after']['outcome']}" for c in new_failures]
+    regressions += [
+        f"now needs a retry: {c['after']['call_id']} {c['what']} ({c['after']['attempts']} attempts)"
+        for c in needs_retry
+    ]
     regressions += [f"{name}: {r['what']} ({r['before']} -> {r['after']})" for name, r in grew]
     regressions += [
         f"slower: {t['tool']} p95 {t['before']['p95']} -> {t['after']['p95']} ms" for t in latency if t["slower"]
@@ -131,12 +161,12 @@ def _regressions(
 def _match(before: Side, after: Side) -> tuple[list[tuple[CallRecord, CallRecord]], list[CallRecord], list[CallRecord]]:
     """The n-th call with a key before is paired with the n-th with that key after."""
     waiting: dict[Key, list[CallRecord]] = {}
-    for call in after.calls:
+    for call in after.requests:
         waiting.setdefault(after.key(call), []).append(call)
     taken: dict[Key, int] = Counter()
     pairs: list[tuple[CallRecord, CallRecord]] = []
     only_before: list[CallRecord] = []
-    for call in before.calls:
+    for call in before.requests:
         key = before.key(call)
         candidates = waiting.get(key, [])
         if taken[key] < len(candidates):
@@ -149,31 +179,37 @@ def _match(before: Side, after: Side) -> tuple[list[tuple[CallRecord, CallRecord
     return pairs, only_before, only_after
 
 
-def _brief(call: CallRecord) -> dict[str, Any]:
+def _brief(call: CallRecord, side: Side) -> dict[str, Any]:
+    """The request as ``call`` (its first attempt) shows it, with how its chain ended."""
+    chain = side.chains.get(call["call_id"])
     return {
         "call_id": call["call_id"],
         "outcome": call["outcome"],
         "flags": call["flags"],
         "reason": call["reason"],
         "started_at": call["started_at"],
+        "state": side.state(call),
+        "attempts": chain["attempts"] if chain else 1,
+        "final_outcome": chain["final_outcome"] if chain else call["outcome"],
     }
 
 
-def _change(before: CallRecord, after: CallRecord) -> dict[str, Any]:
-    was, now = is_failure(before["outcome"]), is_failure(after["outcome"])
+def _change(before_call: CallRecord, after_call: CallRecord, before: Side, after: Side) -> dict[str, Any]:
+    was, now = STATES.index(before.state(before_call)), STATES.index(after.state(after_call))
     return {
-        "what": _what(after),
-        "before": _brief(before),
-        "after": _brief(after),
-        "worse": now and not was,
-        "better": was and not now,
+        "what": _what(after_call),
+        "before": _brief(before_call, before),
+        "after": _brief(after_call, after),
+        "worse": now < was,
+        "better": now > was,
     }
 
 
-def _one_side(call: CallRecord, side: str) -> dict[str, Any]:
-    """A call with no counterpart on the other side (``side``: where it is)."""
-    other = "after" if side == "before" else "before"
-    return {"what": _what(call), side: _brief(call), other: None, "worse": side == "after", "better": side == "before"}
+def _one_side(call: CallRecord, where: str, side: Side) -> dict[str, Any]:
+    """A request with no counterpart on the other side (``where``: the side it is on)."""
+    other = "after" if where == "before" else "before"
+    brief = _brief(call, side)
+    return {"what": _what(call), where: brief, other: None, "worse": where == "after", "better": where == "before"}
 
 
 def _counted_changes(before: Counter[Any], after: Counter[Any], name: Any) -> list[dict[str, Any]]:

@@ -20,10 +20,14 @@ def _ids(entry: dict[str, Any]) -> tuple[str, str]:
 
 
 def _verdicts(entry: dict[str, Any]) -> str:
+    """Each side's first attempt's verdict, and how its retry chain ended when it has one."""
+
     def one(side: dict[str, Any] | None, missing: str) -> str:
         if side is None:
             return missing
-        return side["outcome"] + (f" [{','.join(side['flags'])}]" if side["flags"] else "")
+        verdict = side["outcome"] + (f" [{','.join(side['flags'])}]" if side["flags"] else "")
+        attempts = side.get("attempts", 1)
+        return verdict + (f" (ended {side['final_outcome']} after {attempts} attempts)" if attempts > 1 else "")
 
     return f"{one(entry['before'], '(no such call)')} -> {one(entry['after'], '(not called)')}"
 
@@ -47,12 +51,13 @@ def diff_text(result: dict[str, Any], before: str, after: str) -> str:
     lines = [
         f"before: {before}: {calls['before']} calls, {failures['before']} failed",
         f"after:  {after}: {calls['after']} calls, {failures['after']} failed",
-        f"matched {calls['matched']} calls (by server, method, tool, arguments and order); "
-        f"{result['only_before']} only before, {result['only_after']} only after",
+        f"matched {calls['matched']} requests (a retry chain is one; by server, method, tool, arguments and "
+        f"order); {result['only_before']} only before, {result['only_after']} only after",
     ]
     for title, key in (
         ("new failures", "new_failures"),
-        ("fixed or no longer called", "fixed"),
+        ("now needs a retry", "needs_retry"),
+        ("fixed, recovered without a retry, or no longer called", "fixed"),
         ("verdicts changed", "changed"),
     ):
         entries = result[key]
@@ -76,7 +81,7 @@ def diff_text(result: dict[str, Any], before: str, after: str) -> str:
         lines.append(f"WORSE: {len(result['regressions'])} regression(s)")
         lines += [f"  {line}" for line in result["regressions"]]
     else:
-        lines.append("NOT WORSE: no new failure, retry, duplicate execution, unsafe replay or slower tool")
+        lines.append("NOT WORSE: no new failure, new retry, duplicate execution, unsafe replay or slower tool")
     return "\n".join(lines) + "\n"
 
 
@@ -87,7 +92,7 @@ def diff_markdown(result: dict[str, Any], before: str, after: str) -> str:
     verdict = (
         f"**Worse:** {len(result['regressions'])} regression(s)."
         if result["regressions"]
-        else "**Not worse:** no new failure, retry, duplicate execution, unsafe replay or slower tool."
+        else "**Not worse:** no new failure, new retry, duplicate execution, unsafe replay or slower tool."
     )
     lines = [
         "# MCP capture diff",
@@ -99,7 +104,7 @@ def diff_markdown(result: dict[str, Any], before: str, after: str) -> str:
         f"| before | {text(before)} | {calls['before']} | {failures['before']} |",
         f"| after | {text(after)} | {calls['after']} | {failures['after']} |",
         "",
-        f"{calls['matched']} calls matched by server, method, tool, arguments and order; "
+        f"{calls['matched']} requests (a retry chain is one) matched by server, method, tool, arguments and order; "
         f"{result['only_before']} only before, {result['only_after']} only after.",
         "",
     ]
@@ -121,7 +126,8 @@ def _verdict_sections(result: dict[str, Any]) -> list[str]:
     lines: list[str] = []
     for title, key in (
         ("New failures", "new_failures"),
-        ("Fixed or no longer called", "fixed"),
+        ("Now needs a retry", "needs_retry"),
+        ("Fixed, recovered without a retry, or no longer called", "fixed"),
         ("Verdicts changed", "changed"),
     ):
         if not result[key]:

@@ -9,6 +9,7 @@ from mitmproxy.http import HTTPFlow
 
 from mcp_blackbox.analyzer.outputs.analysis import analyze
 from mcp_blackbox.analyzer.review.diff import Side, diff, percentile
+from tests.analyzer import test_retries as retries
 from tests.analyzer.flows import error, exchange, result, rpc, text_result, write
 
 
@@ -75,3 +76,39 @@ def test_percentile_is_a_measured_value() -> None:
     assert percentile([3.0, 1.0, 2.0], 50) == 2.0
     assert percentile([float(n) for n in range(1, 101)], 95) == 95.0
     assert percentile([1.0, 100.0], 95) == 100.0
+
+
+def session_side(tmp_path: Path, name: str, *flows: Any) -> Side:
+    return Side.of(analyze([str(write(tmp_path, retries.tools_list(99), *flows, name=name))]))
+
+
+def test_a_request_that_recovered_after_a_retry_is_no_new_failure_but_needs_a_retry(tmp_path: Path) -> None:
+    """Issue 22: chains compared as chains. Before, the write succeeded at once; after, it got a 500 and its
+    retry succeeded: no new failure, but it now needs a retry (a regression); the other way round it is
+    fixed. Look-alike: a write that got a 500 and nothing after it failed, and that is a new failure."""
+    once = session_side(tmp_path, "once.flows", retries.call(1, "write_record", at=100, ok=True))
+    retried = [
+        retries.call(1, "write_record", at=100, status=500, body=b"boom", content_type="text/plain"),
+        retries.call(2, "write_record", at=100.5, ok=True),
+    ]
+    recovered = session_side(tmp_path, "recovered.flows", *retried)
+    (chain,) = recovered.chains.values()
+    out = diff(once, recovered)
+    assert out["new_failures"] == [] and out["calls"]["after"] == 3  # tools/list and two attempts
+    assert out["calls"]["requests_after"] == out["calls"]["requests_before"] == 2  # tools/list and the write
+    (needs,) = out["needs_retry"]
+    assert (needs["before"]["state"], needs["after"]["state"], needs["after"]["attempts"]) == ("ok", "recovered", 2)
+    assert needs["after"]["final_outcome"] == "TOOL_SUCCESS" and chain["attempts"] == 2
+    assert any(line.startswith("now needs a retry: ") for line in out["regressions"])
+    assert not any(line.startswith("new failure") for line in out["regressions"])
+
+    back = diff(recovered, once)
+    assert back["regressions"] == [] and [f["before"]["state"] for f in back["fixed"]] == ["recovered"]
+
+    failed = session_side(
+        tmp_path,
+        "failed.flows",
+        retries.call(1, "write_record", at=100, status=500, body=b"boom", content_type="text/plain"),
+    )
+    out = diff(once, failed)
+    assert [f["after"]["state"] for f in out["new_failures"]] == ["failed"] and out["needs_retry"] == []
