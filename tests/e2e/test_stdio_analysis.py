@@ -166,9 +166,12 @@ def test_a_greeting_on_stdout_breaks_the_negotiation_it_was_written_in(tmp_path:
 # Raw servers: what no SDK does on purpose
 
 
-def raw_session(tmp_path: Path, server_code: str, client_lines: list[bytes], *, pause: float = 0.0) -> Path:
+def raw_session(
+    tmp_path: Path, server_code: str, client_lines: list[bytes], *, pause: float = 0.0, read_between: int = 0
+) -> Path:
     """The wrapper runs ``python -c server_code``; the test writes ``client_lines`` on its stdin (``pause``
-    seconds apart) and closes it."""
+    seconds apart, after reading ``read_between`` lines of its stdout: what the server wrote is in the capture
+    before the next line is sent, however slowly a loaded machine starts it) and closes it."""
     capture = tmp_path / "raw.stdio.jsonl"
     proc = subprocess.Popen(
         wrapped(capture, [sys.executable, "-c", server_code]),
@@ -179,7 +182,10 @@ def raw_session(tmp_path: Path, server_code: str, client_lines: list[bytes], *, 
         cwd=REPO_ROOT,
     )
     assert proc.stdin is not None
+    assert proc.stdout is not None
     for n, line in enumerate(client_lines):
+        for _ in range(read_between if n else 0):
+            proc.stdout.readline()
         if n and pause:
             time.sleep(pause)
         proc.stdin.write(line + b"\n")
@@ -213,7 +219,7 @@ def test_a_bad_line_with_two_calls_waiting_goes_to_the_oldest_and_says_so(tmp_pa
 
 
 def test_a_bad_line_while_no_call_waits_is_an_event_of_the_session(tmp_path: Path) -> None:
-    # Answers the first request, then writes a line that is not JSON; the second request comes 0.5 s later.
+    # Answers the first request, then writes a line that is not JSON; the second request comes 0.5 s after both.
     server = (
         "import sys, json\n"
         "for n, line in enumerate(sys.stdin):\n"
@@ -224,7 +230,7 @@ def test_a_bad_line_while_no_call_waits_is_an_event_of_the_session(tmp_path: Pat
         "        print('between calls')\n"
         "    sys.stdout.flush()\n"
     )
-    capture = raw_session(tmp_path, server, [request(1, "a"), request(2, "b")], pause=0.5)
+    capture = raw_session(tmp_path, server, [request(1, "a"), request(2, "b")], pause=0.5, read_between=2)
     exported = export(capture)
     assert [c["outcome"] for c in tool_calls(exported)] == ["TOOL_SUCCESS", "TOOL_SUCCESS"]
     [event] = exported["stream_events"]
