@@ -42,6 +42,18 @@ CA_NAMES = ("SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "NODE_EXTRA
 START_TIMEOUT = 30.0  # seconds for mitmdump to listen (it makes its CA first)
 STOP_TIMEOUT = 30.0  # seconds for mitmdump to write the capture once asked to stop
 PROG = "mcp-blackbox run"
+# Why a run saw no MCP exchange, and what to do about each cause. The SDKs' stdio clients start a server with
+# only a default set of variables (PATH, HOME, ...) unless given env: the proxy variables never reach a stdio
+# bridge (mcp-remote, say), whose HTTP then goes around the recorder although the agent itself honours them.
+NO_MCP_CAUSES = (
+    "The client may ignore the proxy settings (HTTP_PROXY, HTTPS_PROXY) or pin certificates. Record it in "
+    "reverse mode (mcp-blackbox record --upstream URL, and point the client at the recorder) or set the client's "
+    "own proxy option to the recorder. Or a stdio server was started with a bare environment (the SDKs' stdio "
+    "clients pass only a default set of variables unless given env, e.g. mcp-remote under the Python SDK's "
+    "stdio_client), so its HTTP bypassed the recorder: pass the environment through to it (env=dict(os.environ) "
+    "in its StdioServerParameters, the env of its configuration) or record the stdio server with "
+    "mcp-blackbox record --stdio."
+)
 
 
 def say(text: str) -> None:
@@ -345,12 +357,7 @@ def report(
     _say_tls_failures(stats)
     if not servers and started:
         seen = _what_came_through(stats, passthrough)
-        say(
-            f"no MCP exchange was seen: {seen}. The client may ignore the proxy settings (HTTP_PROXY, "
-            "HTTPS_PROXY) or pin certificates. Record it in reverse mode (mcp-blackbox record --upstream URL, "
-            "and point the client at the recorder) or set the client's own proxy option to "
-            "the recorder; stdio servers: mcp-blackbox record --stdio."
-        )
+        say(f"no MCP exchange was seen: {seen}. {NO_MCP_CAUSES}")
     elif not recorded_all and stats.get("other_hosts"):
         other = sum(stats["other_hosts"].values())
         say(f"{other} other HTTP exchange(s) passed through unrecorded (--all records them)")

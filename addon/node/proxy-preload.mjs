@@ -208,6 +208,28 @@ class EnvProxyDispatcher {
     }
 }
 
+// undici 6 warns once, when the first EnvHttpProxyAgent is made: "EnvHttpProxyAgent is experimental, expect
+// them to change at any time." (code UNDICI-EHPA). That agent is the preload's, not the program's: its warning
+// must not land on the command's stderr. Only that warning is dropped, and only while the agent is made;
+// every other warning goes through as it came.
+const OUR_WARNING = 'EnvHttpProxyAgent is experimental';
+
+function withoutOurWarning(make) {
+    const emitWarning = process.emitWarning;
+    process.emitWarning = function (warning, ...rest) {
+        const text = typeof warning === 'string' ? warning : warning?.message;
+        if (typeof text === 'string' && text.startsWith(OUR_WARNING)) {
+            return undefined;
+        }
+        return emitWarning.call(this, warning, ...rest);
+    };
+    try {
+        return make();
+    } finally {
+        process.emitWarning = emitWarning;
+    }
+}
+
 async function install() {
     if (nativeEnvProxy() && process.env.NODE_USE_ENV_PROXY === '1') {
         return 'node';
@@ -220,7 +242,7 @@ async function install() {
         try {
             const undici = await import(pathToFileURL(found).href);
             if (typeof undici.EnvHttpProxyAgent === 'function') {
-                undici.setGlobalDispatcher(new undici.EnvHttpProxyAgent());
+                undici.setGlobalDispatcher(withoutOurWarning(() => new undici.EnvHttpProxyAgent()));
                 return 'undici';
             }
         } catch {

@@ -163,7 +163,7 @@ def _classify_answer(
         return Ruling(Outcome.JSONRPC_ERROR, evidence, flags, code, message)
     assert answer.shape is not None  # a result
     if call.method == "tools/call":
-        return _classify_tool_result(call, answer.shape, facts, evidence, flags)
+        return _classify_tool_result(call, answer.shape, facts, evidence, flags, cut=_cut_in_capture(answer))
     if answer.shape.result_type == "input_required":
         evidence.append('resultType "input_required": another round follows')
         return Ruling(Outcome.INPUT_REQUIRED, evidence, flags)
@@ -356,7 +356,7 @@ def _how_stream_ended(exchange: Exchange) -> list[str]:
 
 
 def _classify_tool_result(
-    call: Call, result: ResultShape, facts: CaptureFacts, evidence: list[str], flags: list[Flag]
+    call: Call, result: ResultShape, facts: CaptureFacts, evidence: list[str], flags: list[Flag], *, cut: bool
 ) -> Ruling:
     if result.kind != "object":
         evidence.append(f"tools/call result is not an object but {json_article(result.kind)}")
@@ -384,7 +384,7 @@ def _classify_tool_result(
     absent = result.result_type is MISSING and protocol_version(call, facts) == MODERN
     evidence.append("tool result complete" + (" (no resultType: complete)" if absent else ""))
     # After the completion line: what a flag says is the last word on the call.
-    flags = [*flags, *_success_flags(call, result, facts, evidence)]
+    flags = [*flags, *_success_flags(call, result, facts, evidence, cut=cut)]
     return Ruling(Outcome.TOOL_SUCCESS, evidence, flags)
 
 
@@ -392,7 +392,10 @@ def json_article(kind: str) -> str:
     return f"an {kind}" if kind[0] in "aeiou" else f"a {kind}"
 
 
-def _success_flags(call: Call, result: ResultShape, facts: CaptureFacts, evidence: list[str]) -> list[Flag]:
+def _success_flags(
+    call: Call, result: ResultShape, facts: CaptureFacts, evidence: list[str], *, cut: bool
+) -> list[Flag]:
+    """The flags of a tool result that completed; ``cut``: the capture kept only the head of the answer."""
     flags: list[Flag] = []
     if result.content_count == 0 and result.structured is MISSING:
         evidence.append("isError false, but nothing returned")
@@ -402,12 +405,17 @@ def _success_flags(call: Call, result: ResultShape, facts: CaptureFacts, evidenc
         flags.append(Flag.SUSPECT_SOFT_ERROR)
     schema = (facts.tools.get(call.tool or "") or {}).get("outputSchema")
     if isinstance(schema, dict):
-        flags.extend(_output_schema_flags(result, schema, evidence))
+        flags.extend(_output_schema_flags(result, schema, evidence, cut=cut))
     return flags
 
 
-def _output_schema_flags(result: ResultShape, schema: dict[str, Any], evidence: list[str]) -> list[Flag]:
+def _output_schema_flags(result: ResultShape, schema: dict[str, Any], evidence: list[str], *, cut: bool) -> list[Flag]:
     """The structuredContent checked against the tool's outputSchema (from tools/list)."""
+    if cut:
+        # The client got the whole answer; the capture kept its head. A structuredContent missing from the
+        # head, or cut in it, may be whole in what the client got: no verdict from bytes the capture lacks.
+        evidence.append("structuredContent not checked against the outputSchema: the capture cut the answer")
+        return []
     if result.structured is OMITTED:
         evidence.append("structuredContent too large to check against the outputSchema")
         return []
@@ -485,10 +493,17 @@ def _stdio_answered(call: Call, answer: Message, facts: CaptureFacts, evidence: 
     """An answer, through the protocol and tool checks an HTTP one goes through (a line cut in the capture is
     judged on its head)."""
     flags: list[Flag] = []
-    if answer.problem and answer.problem.startswith("cut in the capture"):
+    if _cut_in_capture(answer):
         evidence.append(f"the answer's line was {answer.problem}: the client got it whole; judged on its head")
         flags.append(Flag.TRUNCATED_IN_CAPTURE)
     return _classify_answer(call, answer, facts, evidence, flags)
+
+
+def _cut_in_capture(answer: Message) -> bool:
+    """The capture kept only the head of the answer (a stdio line past the wrapper's line_limit, which the
+    loader reads from its head: analyzer/read/stdio_load.py); the client got it whole. An HTTP stream the
+    recorder cut keeps whole events (its head and its tail), so an answer read from it is whole."""
+    return bool(answer.problem and answer.problem.startswith("cut in the capture"))
 
 
 def _exception_on_stderr(call: Call, ruling: Ruling) -> Ruling:

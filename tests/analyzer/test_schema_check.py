@@ -18,7 +18,9 @@ from mcp_blackbox.analyzer.calls.schema_check import (
     _validator,
     check_structured_content,
 )
-from tests.analyzer.flows import exchange, result, rpc, text_result, tool_call, write
+from mcp_blackbox.analyzer.wire import stdio_capture as fmt
+from tests.analyzer.flows import exchange, result, rpc, sse, text_result, tool_call, write
+from tests.analyzer.test_stdio_load import Capture
 
 
 class Item(BaseModel):
@@ -234,3 +236,58 @@ def test_analyzer_notes_an_unchecked_schema_without_a_flag(tmp_path: Path) -> No
     assert call["outcome"] == "TOOL_SUCCESS" and call["flags"] == []
     note = "structuredContent not checked against the outputSchema: cannot resolve $ref 'https://example.com/a'"
     assert any(e.startswith(note) for e in call["evidence"])
+
+
+# The answer's cut in the capture: a stdio line past the wrapper's line_limit is kept as its head, and the loader
+# reads the result from it (analyzer/read/stdio_load.py). What the head lacks may be in what the client got.
+NUMBERED = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+UNCHECKED_CUT = "structuredContent not checked against the outputSchema: the capture cut the answer"
+
+
+def stdio_tool_call(tmp_path: Path, answer: bytes, length: int | None = None) -> dict[str, Any]:
+    """tools/list (the tool's outputSchema), then one tools/call answered by ``answer`` (its first ``length``
+    bytes kept, when given) on a stdio server."""
+    tools = {"tools": [{"name": "t", "inputSchema": {"type": "object"}, "outputSchema": NUMBERED}]}
+    cap = Capture(tmp_path / "schema.stdio.jsonl")
+    cap.line(fmt.STDIN, 0.0, rpc(1, "tools/list"))
+    cap.line(fmt.STDOUT, 0.1, result(1, tools))
+    cap.line(fmt.STDIN, 0.2, tool_call(2, "t"))
+    cap.line(fmt.STDOUT, 0.3, answer, length=length)
+    (call,) = [c for c in analyze([cap.write()]).calls if c["method"] == "tools/call"]
+    return call
+
+
+@pytest.mark.parametrize("after_head", [b"", b'"structuredContent":{"n":'], ids=["missing", "cut"])
+def test_no_schema_verdict_on_an_answer_the_capture_cut(tmp_path: Path, after_head: bytes) -> None:
+    """A 5 MB answer whose structuredContent lies past the kept head (missing from it, or cut in it): the client
+    got it whole, so nothing says it breaks the schema; the evidence says why it was not checked."""
+    head = b'{"jsonrpc":"2.0","id":2,"result":{"content":[{"type":"text","text":"' + b"x" * 100 + b'"}],' + after_head
+    call = stdio_tool_call(tmp_path, head, length=5_000_000)
+    assert call["outcome"] == "TOOL_SUCCESS" and call["flags"] == ["TRUNCATED_IN_CAPTURE"], call
+    assert call["evidence"][-1] == UNCHECKED_CUT, call["evidence"]
+
+
+def test_a_whole_stdio_answer_without_structured_content_still_breaks_the_schema(tmp_path: Path) -> None:
+    call = stdio_tool_call(tmp_path, json.dumps(result(2, text_result("x" * 100))).encode())
+    assert call["flags"] == ["OUTPUT_SCHEMA_VIOLATION"], call
+    assert call["evidence"][-1] == "structuredContent breaks the tool's outputSchema: no structuredContent"
+
+
+def test_a_whole_answer_in_a_stream_the_recorder_cut_still_breaks_the_schema(tmp_path: Path) -> None:
+    """The recorder keeps a long stream's head and tail, each cut at an event boundary: the answer, its last
+    event, is kept whole, and judged as it is."""
+    tools = {"tools": [{"name": "t", "inputSchema": {"type": "object"}, "outputSchema": NUMBERED}]}
+    progress = {"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": 2, "progress": 1}}
+    stream = {"ended": "complete", "error": None, "bytes": 9000, "stored_bytes": 1000, "dropped_bytes": 8000}
+    flows = [
+        exchange(rpc(1, "tools/list"), body=result(1, tools)),
+        exchange(
+            tool_call(2, "t"),
+            body=sse(progress, progress, result(2, text_result())),
+            content_type="text/event-stream",
+            stream=stream,
+        ),
+    ]
+    (call,) = [c for c in analyze([write(tmp_path, *flows)]).calls if c["method"] == "tools/call"]
+    assert call["flags"] == ["OUTPUT_SCHEMA_VIOLATION", "TRUNCATED_IN_CAPTURE"], call
+    assert "structuredContent breaks the tool's outputSchema: no structuredContent" in call["evidence"]
