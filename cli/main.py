@@ -18,6 +18,7 @@ from mcp_blackbox.analyzer.outputs.analysis import DEFAULT_WINDOW, Analysis, Cal
 from mcp_blackbox.analyzer.outputs.export import write_csv, write_json
 from mcp_blackbox.analyzer.read import progress
 from mcp_blackbox.analyzer.read.load import LoadReport
+from mcp_blackbox.analyzer.read.time_range import RangeError, TimeRange, range_lines, resolve
 from mcp_blackbox.analyzer.redaction.redactor import Redactor
 from mcp_blackbox.analyzer.review.check import DEFAULT_FAIL_ON, Allowance, parse_allow, parse_fail_on
 from mcp_blackbox.analyzer.review.summary_text import summary_text
@@ -136,16 +137,14 @@ def run_record_stdio(args: argparse.Namespace) -> int:
     )
 
 
-def load_or_explain(paths: list[str]) -> Analysis | None:
-    """Analyze the captures; say on stderr what could not be read. None when nothing could."""
+def load_or_explain(paths: list[str], time_range: TimeRange | None = None) -> Analysis | None:
+    """Analyze the captures (the calls in ``time_range``); say on stderr what could not be read. None when
+    nothing could."""
     report = LoadReport()
     paths = expand_captures(paths)  # a directory of rotated files, a quoted glob
     size = progress.wanted(paths)
-    if size is None:
-        analysis = analyze(paths, report=report)
-    else:
-        with progress.ProgressLine(report, size):
-            analysis = analyze(paths, report=report)
+    with contextlib.nullcontext() if size is None else progress.ProgressLine(report, size):
+        analysis = analyze(paths, report=report, time_range=time_range)
     tell_what_was_read(analysis)
     if analysis.flows_read == 0 and analysis.read_problems:
         return None
@@ -165,6 +164,13 @@ def tell_what_was_read(analysis: Analysis | CallStream) -> None:
         )
     for note in analysis.notes:
         explain(f"mcp-blackbox: note: {note}")
+
+
+def tell_range(analysis: Analysis | CallStream) -> None:
+    """On stderr, with --since/--until: the range, the calls straddling its edges, the files not read (for
+    the outputs that have no place of their own for it: CSV, OTLP, HAR, the report's line)."""
+    for line in range_lines(analysis.time_range, analysis.range_record()):
+        explain(f"mcp-blackbox: {line}")
 
 
 def explain(head: str, body: str | None = None, width: int = 80) -> None:
@@ -197,7 +203,9 @@ def run_export(args: argparse.Namespace) -> int:
     if refused("export", args.output):
         return CANNOT_WRITE
     if args.format == "otlp" or args.otlp_endpoint or args.format == "har":
-        analysis = load_or_explain(args.captures)
+        analysis = load_or_explain(args.captures, args.time_range)
+        if analysis is not None:
+            tell_range(analysis)
         return 2 if analysis is None else _export_other(args, analysis)
     return _export_json_or_csv(args)
 
@@ -235,10 +243,16 @@ def _export_json_or_csv(args: argparse.Namespace) -> int:
 
 def _export_streaming(args: argparse.Namespace, write: Any, out: IO[str]) -> int:
     """JSON and CSV: each call written once final (analysis.CallStream), within ``--window`` seconds."""
-    return _streamed(args.captures, args.window, lambda stream: write(stream, out, redact=not args.no_redact))
+
+    def export(stream: CallStream) -> None:
+        write(stream, out, redact=not args.no_redact)
+        if args.format == "csv":  # its columns are the contract's: the range is said beside it
+            tell_range(stream)
+
+    return _streamed(args.captures, args.window, export, args.time_range)
 
 
-def _streamed(captures: list[str], window: float, consume: Any) -> int:
+def _streamed(captures: list[str], window: float, consume: Any, time_range: TimeRange | None = None) -> int:
     """``consume`` a CallStream of the captures, with a progress line; then say on stderr what was read.
 
     A window reads one recording (a file, or a recorder's rotated files) in the order it was written;
@@ -248,7 +262,7 @@ def _streamed(captures: list[str], window: float, consume: Any) -> int:
     paths = expand_captures(captures)
     in_order = len(paths) == 1 or not any(is_stdio_capture(path) for path in paths)
     one_recording = in_order and len({recording_of(path) for path in paths}) == 1
-    stream = CallStream(paths, window=(window or None) if one_recording else None, report=report)
+    stream = CallStream(paths, window=(window or None) if one_recording else None, report=report, time_range=time_range)
     size = progress.wanted(paths)
     with contextlib.nullcontext() if size is None else progress.ProgressLine(report, size):
         consume(stream)
@@ -286,7 +300,7 @@ def run_report(args: argparse.Namespace) -> int:
     if refused("report", path):
         return CANNOT_WRITE
     # Read problems are said once here; the report's own header says them again for its readers.
-    analysis = load_or_explain(args.captures)
+    analysis = load_or_explain(args.captures, args.time_range)
     if analysis is None:
         return 2
     # jinja2 and the templates, only for this command
@@ -298,7 +312,9 @@ def run_report(args: argparse.Namespace) -> int:
     meta = data["meta"]
     print(
         f"{args.output}: {meta['calls']} calls, {meta['retry_groups']} retry chains, "
-        f"{meta['unsafe_replays']} unsafe replays" + ("" if meta["redacted"] else "; secrets NOT redacted")
+        f"{meta['unsafe_replays']} unsafe replays"
+        + ("" if meta["redacted"] else "; secrets NOT redacted")
+        + ("" if analysis.time_range is None else f"; {analysis.time_range.describe()}")
     )
     return 0
 
@@ -309,12 +325,15 @@ def run_summary(args: argparse.Namespace) -> int:
     if args.format != "markdown":  # the terminal summary reads as export does: a window at a time
         with Output(args.output, mode=_file_mode(args)) as output:
             status = _streamed(
-                args.captures, DEFAULT_WINDOW, lambda stream: output.stream.write(summary_text(stream) + "\n")
+                args.captures,
+                DEFAULT_WINDOW,
+                lambda stream: output.stream.write(summary_text(stream) + "\n"),
+                args.time_range,
             )
             if status == NOTHING_READ:
                 output.discard()  # a summary of nothing is not put in a file (stdout still shows it)
         return status
-    analysis = load_or_explain(args.captures)
+    analysis = load_or_explain(args.captures, args.time_range)
     if analysis is None:
         return 2
     from mcp_blackbox.analyzer.review.summary_markdown import summary_markdown
@@ -330,11 +349,11 @@ def run_check(args: argparse.Namespace) -> int:
 
     if refused("check", args.output):  # exit 2, never 1: 1 is only "the gate failed"
         return CANNOT_WRITE
-    analysis = load_or_explain(args.captures)
+    analysis = load_or_explain(args.captures, args.time_range)
     if analysis is None:
         # Nothing could be read (exit 2 whatever the options): read again, which costs nothing here, so that
         # the report CI keeps (JUnit, JSON) says so instead of being missing.
-        analysis = analyze(args.captures)
+        analysis = analyze(args.captures, time_range=args.time_range)
     gate = judge(
         analysis,
         args.captures,
@@ -365,13 +384,20 @@ def run_diff(args: argparse.Namespace) -> int:
 
     if refused("diff", args.output):
         return CANNOT_WRITE
-    sides = []
-    for path in (args.before, args.after):
-        analysis = load_or_explain([path])
+    sides, cut = [], {}
+    for name, path, time_range in (
+        ("before", args.before, args.time_ranges[0]),
+        ("after", args.after, args.time_ranges[1]),
+    ):
+        analysis = load_or_explain([path], time_range)
         if analysis is None:
             return 2
         sides.append(Side.of(analysis, redact=not args.no_redact))
+        if time_range is not None:
+            cut[name] = {"described": time_range.describe(), **(analysis.range or {})}
     result = diff(*sides, latency_ratio=args.latency_ratio)
+    if cut:  # --since/--until: both sides cut alike; the key only then (the output is unchanged without)
+        result["range"] = cut
     render = {"text": diff_text, "markdown": diff_markdown, "json": diff_json}[args.format]
     with Output(args.output, mode=_file_mode(args)) as output:
         output.stream.write(render(result, args.before, args.after))
@@ -462,6 +488,28 @@ def at_least_zero(text: str) -> int:
     return number
 
 
+def range_options() -> argparse.ArgumentParser:
+    """--since and --until, for every analysis command (analyzer/read/time_range.py)."""
+    options = argparse.ArgumentParser(add_help=False)
+    what = (
+        "ISO-8601 (2026-12-01T19:30:00Z, 2026-12-01T19:30Z, an offset converted to UTC) or a UTC time of day "
+        "(19:30, 19:30:15) when the captures span one UTC day"
+    )
+    options.add_argument("--since", metavar="TIME", help=f"only the calls that started at or after TIME: {what}")
+    options.add_argument("--until", metavar="TIME", help=f"only the calls that started before TIME: {what}")
+    return options
+
+
+def _resolve_range(args: argparse.Namespace) -> None:
+    """args.time_range (diff: args.time_ranges, a time of day placed on each side's own day) from
+    --since/--until; RangeError for a value the command cannot use."""
+    since, until = getattr(args, "since", None), getattr(args, "until", None)
+    if getattr(args, "command", None) == "diff":
+        args.time_ranges = tuple(resolve(since, until, expand_captures([side])) for side in (args.before, args.after))
+    else:
+        args.time_range = resolve(since, until, getattr(args, "captures", None) or [])
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mcp-blackbox", description="Record and analyze MCP traffic (HTTP and SSE).")
     parser.add_argument("--version", action="version", version=f"%(prog)s {installed_version() or NOT_INSTALLED}")
@@ -527,6 +575,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     export = commands.add_parser(
         "export",
+        parents=[range_options()],
         help="one record per call, with its verdict and evidence, as JSON or CSV; OpenTelemetry spans; HAR",
     )
     export.add_argument("captures", nargs="+", metavar="CAPTURE", help="flow files (addon, plain mitmdump or HAR)")
@@ -557,7 +606,9 @@ def build_parser() -> argparse.ArgumentParser:
     export.set_defaults(run=run_export)
 
     report = commands.add_parser(
-        "report", help="one self-contained HTML file: timeline, calls, details, retry chains (open it offline)"
+        "report",
+        parents=[range_options()],
+        help="one self-contained HTML file: timeline, calls, details, retry chains (open it offline)",
     )
     report.add_argument("captures", nargs="+", metavar="CAPTURE")
     report.add_argument("-o", "--output", default="report.html", metavar="FILE", help="default report.html")
@@ -568,6 +619,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     summary = commands.add_parser(
         "summary",
+        parents=[range_options()],
         help="counts by outcome, layer, method and tool, and the failing calls; or Markdown for an incident document",
     )
     summary.add_argument("captures", nargs="+", metavar="CAPTURE")
@@ -585,6 +637,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     compare = commands.add_parser(
         "diff",
+        parents=[range_options()],
         help="what changed between two captures (before and after a fix): verdicts, failures, retries, latency",
         description="Match the calls of two captures by server (host and path), method, tool, arguments digest "
         "and order, and report the verdicts that changed, new and fixed failures, retry chains, writes executed "
@@ -629,6 +682,7 @@ def build_parser() -> argparse.ArgumentParser:
     *successes, last = sorted(NOT_FAILURES)
     check = commands.add_parser(
         "check",
+        parents=[range_options()],
         help="CI gate: exit 1 and list the calls with the outcomes, flags or layers named",
         description="Exit 1 and list the failing calls, one line each (call id, method, tool, JSON-RPC id, "
         "outcome, flags, capture, then the reason: the last evidence line, redacted) when any call has a named "
@@ -706,6 +760,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if getattr(args, "captures", None):
         # A directory (rotated files) or a quoted glob as the files it names, for every reader of the list.
         args.captures = expand_captures(args.captures)
+    try:
+        _resolve_range(args)
+    except RangeError as e:  # a usage error, said before anything is analyzed
+        print(f"mcp-blackbox {args.command}: {e}", file=sys.stderr)
+        return 2
     try:
         return args.run(args)
     except BrokenPipeError:  # `mcp-blackbox export ... | head` closed the pipe: not an error

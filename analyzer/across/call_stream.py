@@ -32,6 +32,7 @@ from mcp_blackbox.analyzer.read.decode import Decoded
 from mcp_blackbox.analyzer.read.extract import Extracted
 from mcp_blackbox.analyzer.read.load import LoadReport, ReadFigures
 from mcp_blackbox.analyzer.read.parallel import decoded_exchanges
+from mcp_blackbox.analyzer.read.time_range import TimeRange, files_to_read
 from mcp_blackbox.analyzer.wire.inputs import expand_captures, passed_over
 from mcp_blackbox.analyzer.wire.jsonrpc import MCP_REQUEST_HEADERS, is_mcp_method
 
@@ -68,6 +69,11 @@ class CallStream(ReadFigures):
     capture. ``tests/analyzer/test_windowed.py`` requires the same calls, groups and duplicates as the
     whole-capture analysis where nothing spans more (docs/ARCHITECTURE.md, "The analysis as a stream").
 
+    With ``time_range`` (--since/--until) only the files that reach the range and its margins are decoded
+    (``read.time_range.files_to_read``), every stage runs over all that is read, and the calls that
+    started in the range are yielded, with the retry groups, duplicate executions, stream events and auth
+    steps that touch it; calls that straddle an edge are listed in ``straddling``.
+
     Counts, skips and read problems are in ``report``; the rest of what ``Analysis`` holds is filled as
     the stream is read, and whole once it is exhausted.
     """
@@ -79,8 +85,12 @@ class CallStream(ReadFigures):
         window: float | None = None,
         keep_details: bool = False,
         report: LoadReport | None = None,
+        time_range: TimeRange | None = None,
     ) -> None:
         self.paths = paths
+        self.time_range = time_range
+        self.straddling: list[tuple[str, str]] = []  # (call id, the edge it crosses: since or until)
+        self.files_not_read: list[str] = []  # wholly outside the range and its margins: not decoded
         self.window = window
         self.keep_details = keep_details
         self.report = LoadReport() if report is None else report
@@ -128,12 +138,15 @@ class CallStream(ReadFigures):
         window = self.window
         step = window / 8 if window is not None else None  # a round per eighth of a window: few, and small
         last_round = float("-inf")
-        for decoded in decoded_exchanges(expand_captures(self.paths), self.report, keep_details=self.keep_details):
+        files = expand_captures(self.paths)
+        if self.time_range is not None:
+            files, self.files_not_read = files_to_read(files, self.time_range)
+        for decoded in decoded_exchanges(files, self.report, keep_details=self.keep_details):
             self._add(decoded)
             if window is not None and step is not None and self._watermark - last_round >= step:
                 last_round = self._watermark
-                yield from self._round(self._frontier())
-        yield from self._round(float("inf"))
+                yield from self._in_range(self._round(self._frontier()))
+        yield from self._in_range(self._round(float("inf")))
         self.notes += passed_over(self.paths)
         self.notes += [_gateway_note(name, how, count) for name, (how, count) in self._gateways.items()]
         self.notes += self._affinity.notes()
@@ -148,6 +161,38 @@ class CallStream(ReadFigures):
     def analyzed(self) -> int:
         return self.exchange_count
 
+    def _in_range(self, calls: Iterator[Call]) -> Iterator[Call]:
+        """The final calls that started in the range (all of them without one); those that straddle an
+        edge are noted, in range or not: they are where an incident's cut may hide something."""
+        time_range = self.time_range
+        if time_range is None:
+            yield from calls
+            return
+        for call in calls:
+            edge = time_range.edge_crossed(call.request.t, call.t_end)
+            if edge is not None:
+                self.straddling.append((call.call_id, edge))
+            if time_range.contains(call.request.t):
+                yield call
+
+    def _touches_range(self, calls: Iterable[Call]) -> bool:
+        """Whether a group of calls (a retry chain, a write run twice) has a call in the range."""
+        return self.time_range is None or any(self.time_range.contains(c.request.t) for c in calls)
+
+    def _time_in_range(self, t: float) -> bool:
+        return self.time_range is None or self.time_range.contains(t)
+
+    def range_record(self) -> dict[str, Any] | None:
+        """What the output says of the range: since, until, the calls straddling an edge, the files not
+        decoded; None without --since/--until."""
+        if self.time_range is None:
+            return None
+        return {
+            **self.time_range.record(),
+            "straddling": [{"call_id": call_id, "edge": edge} for call_id, edge in self.straddling],
+            "captures_not_read": self.files_not_read,
+        }
+
     @property
     def call_count(self) -> int:
         """Calls judged so far (every call, once the stream is exhausted)."""
@@ -159,7 +204,8 @@ class CallStream(ReadFigures):
         self._watermark = max(self._watermark, end)
         if decoded.auth is not None:
             # Analyzed, not skipped: part of the story (a 401, then credentials), though no call.
-            self.auth_steps.append(decoded.auth)
+            if self._time_in_range(exchange.t_request):
+                self.auth_steps.append(decoded.auth)
             self._count(exchange)
             return
         reason = _mcp_reason(exchange, extracted, self._known)
@@ -259,7 +305,9 @@ class CallStream(ReadFigures):
         # instant, then as paired.
         paired = pairer.out.calls
         orphans = [_orphan_call(m) for m in pairer.out.orphans if not _is_stream_event(m)]
-        self.stream_events += [_stream_event(m) for m in pairer.out.orphans if _is_stream_event(m)]
+        self.stream_events += [
+            _stream_event(m) for m in pairer.out.orphans if _is_stream_event(m) and self._time_in_range(m.t)
+        ]
         pairer.out.calls, pairer.out.orphans = [], []
         if self.window is None:
             self._pairer = Pairer()  # everything is paired: its indexes are not needed again
@@ -312,6 +360,8 @@ class CallStream(ReadFigures):
             for call, finding in group.findings:
                 call.found(finding)
             add_gateway_services(self._services, [group])
+            if not self._touches_range(group.members):
+                continue  # linked all the same: its attempts in the margin are what links those in range
             if self.window is None:
                 self.retry_groups.append(group)
             else:
@@ -326,7 +376,8 @@ class CallStream(ReadFigures):
             yield call
         window = self.window if self.window is not None else 0.0
         for found in duplicates.settle(before - RETRY_WINDOW - window):
-            self.duplicate_executions.append(found if self.window is None else Settled(None, found.record()))
+            if self._touches_range(found.calls):
+                self.duplicate_executions.append(found if self.window is None else Settled(None, found.record()))
         if self.window is not None:
             self._clients.forget(before)
 

@@ -19,6 +19,7 @@ from mcp_blackbox.analyzer.outputs.call_record import call_record
 from mcp_blackbox.analyzer.outputs.export import iter_records
 from mcp_blackbox.analyzer.outputs.frames import calls_frame, retry_groups_frame
 from mcp_blackbox.analyzer.read.load import LoadReport, ReadFigures
+from mcp_blackbox.analyzer.read.time_range import TimeRange
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -35,6 +36,9 @@ class Analysis(ReadFigures):
     duplicate_executions: list[DuplicateExecution] = field(default_factory=list)  # writes that ran again
     stream_events: list[dict[str, Any]] = field(default_factory=list)  # a GET or DELETE refused: no call
     auth_steps: list[dict[str, Any]] = field(default_factory=list)  # the OAuth flow around the calls
+    # --since/--until: the calls above are those that started in it (CallStream.range_record says the rest)
+    time_range: TimeRange | None = None
+    range: dict[str, Any] | None = None
 
     @cached_property
     def calls(self) -> list[CallRecord]:
@@ -63,8 +67,17 @@ class Analysis(ReadFigures):
     def analyzed(self) -> int:
         return len(self.exchanges)
 
+    def range_record(self) -> dict[str, Any] | None:
+        return self.range
 
-def analyze(paths: Iterable[str | Path], *, keep_details: bool = False, report: LoadReport | None = None) -> Analysis:
+
+def analyze(
+    paths: Iterable[str | Path],
+    *,
+    keep_details: bool = False,
+    report: LoadReport | None = None,
+    time_range: TimeRange | None = None,
+) -> Analysis:
     """Analyze flow files (from the addon, plain mitmdump or HAR) into calls with verdicts.
 
     A directory stands for its ``*.flows`` files and a glob for its matches, by name (rotated files are
@@ -73,8 +86,9 @@ def analyze(paths: Iterable[str | Path], *, keep_details: bool = False, report: 
     ``keep_details`` keeps bodies, every header and the addon's per-chunk record (for a report);
     without it only what the verdicts need is held, so large captures fit in memory.
     ``report``: pass one to watch ``flows_read`` and ``bytes_read`` grow from another thread.
+    ``time_range``: only the calls that started in it (``analyzer/read/time_range.py``).
     """
-    stream = CallStream(paths, window=None, keep_details=keep_details, report=report)
+    stream = CallStream(paths, window=None, keep_details=keep_details, report=report, time_range=time_range)
     calls = list(stream)
     return Analysis(
         calls,
@@ -86,6 +100,8 @@ def analyze(paths: Iterable[str | Path], *, keep_details: bool = False, report: 
         stream.duplicate_executions,
         stream.stream_events,
         stream.auth_steps,
+        time_range,
+        stream.range_record(),
     )
 
 

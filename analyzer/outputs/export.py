@@ -39,6 +39,7 @@ class Analyzed(Protocol):
     @property
     def read_problems(self) -> list[dict[str, Any]]: ...
     def final_calls(self) -> Iterable[Call]: ...
+    def range_record(self) -> dict[str, Any] | None: ...
 
 
 # The summary's counts: its name -> the record's field it counts (a call without that field is not counted).
@@ -124,6 +125,9 @@ def write_json(analysis: Analyzed, out: IO[str], *, redact: bool = True) -> None
     out.write(json.dumps(tally.summary(analysis), indent=1, default=str))
     out.write(',\n"skipped": ')
     out.write(json.dumps(analysis.skipped, indent=1, default=str))
+    if (cut := analysis.range_record()) is not None:  # --since/--until; known once every call is read
+        out.write(',\n"range": ')
+        out.write(json.dumps(cut, indent=1, default=str))
     out.write("}\n")
 
 

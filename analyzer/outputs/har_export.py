@@ -55,7 +55,10 @@ def write_har(analysis: Analysis, out: IO[str], *, redact: bool = True) -> int:
 
     verdicts = verdicts_by_flow(analysis, redact=redact)
     wanted: dict[str, set[str]] = defaultdict(set)
+    cut = analysis.time_range
     for exchange in analysis.exchanges:
+        if cut is not None and exchange.flow_id not in verdicts and not cut.contains(exchange.t_request):
+            continue  # --since/--until: the flows of the calls in range, and the others that began in it
         if exchange.stdio is None:  # HAR holds HTTP: a stdio capture's lines have no entry (its export has them)
             wanted[exchange.source].add(exchange.flow_id)
     writer = SaveHar()

@@ -249,6 +249,7 @@ class Gate:
     min_calls: int = 1
     allow_partial: bool = False
     unused_allowances: list[str] = field(default_factory=list)
+    cut: str | None = None  # --since/--until, as TimeRange.describe says it: the verdict line names it
 
     @property
     def failing(self) -> list[Judged]:
@@ -290,7 +291,11 @@ class Gate:
         return counts
 
     def summary(self) -> str:
-        """The last line: OK, FAIL or ERROR, and the counts."""
+        """The last line: OK, FAIL or ERROR, and the counts; then the range judged, with --since/--until."""
+        verdict = self._verdict()
+        return verdict if self.cut is None else f"{verdict}; {self.cut}"
+
+    def _verdict(self) -> str:
         matched = len(self.failing)
         allowed = f", {len(self.allowed)} allowed" if self.allowed else ""
         if self.incomplete and self.flows_read == 0:
@@ -355,6 +360,7 @@ def judge(
         min_calls=min_calls,
         allow_partial=allow_partial,
         unused_allowances=[a.spec for a in allowances if a.spec not in used],
+        cut=None if analysis.time_range is None else analysis.time_range.describe(),
     )
 
 

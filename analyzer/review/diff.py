@@ -55,9 +55,12 @@ class Side:
         side = cls(list(iter_records(analysis, redact=redact)), servers)
         by_id = {c["call_id"]: c for c in side.calls}
         for group in (g.record() for g in analysis.retry_groups):
-            first = by_id[group["members"][0]]
+            # With --since/--until a chain's earlier attempts may be outside the range: its first attempt
+            # in the range stands for it.
+            members = [m for m in group["members"] if m in by_id]
+            first = by_id[members[0]]
             side.chains[first["call_id"]] = dict(group)
-            side.later.update(group["members"][1:])
+            side.later.update(members[1:])
             if group["failure_retry"]:
                 side.retries[(group["origin"], _what(first))] += 1
             if Safety(group["safety"]).is_unsafe:

@@ -12,6 +12,13 @@ def diff_json(result: dict[str, Any], before: str, after: str) -> str:
     return json.dumps({"before": before, "after": after, **result}, indent=1, default=str) + "\n"
 
 
+def _cut(result: dict[str, Any]) -> list[tuple[str, str]]:
+    """(side, what its range is) with --since/--until: both sides are cut alike (a time of day on each
+    side's own day); [] without."""
+    cut = result.get("range")
+    return [] if not cut else [(side, cut[side]["described"]) for side in ("before", "after")]
+
+
 def _ids(entry: dict[str, Any]) -> tuple[str, str]:
     def one(side: dict[str, Any] | None) -> str:
         return side["call_id"] if side else "-"
@@ -54,6 +61,7 @@ def diff_text(result: dict[str, Any], before: str, after: str) -> str:
         f"matched {calls['matched']} requests (a retry chain is one; by server, method, tool, arguments and "
         f"order); {result['only_before']} only before, {result['only_after']} only after",
     ]
+    lines += [f"{side}: {said}" for side, said in _cut(result)]
     for title, key in (
         ("new failures", "new_failures"),
         ("now needs a retry", "needs_retry"),
@@ -108,6 +116,8 @@ def diff_markdown(result: dict[str, Any], before: str, after: str) -> str:
         f"{result['only_before']} only before, {result['only_after']} only after.",
         "",
     ]
+    if cut := _cut(result):
+        lines += [*(f"- Range {side}: {text(said)}" for side, said in cut), ""]
     lines += _regression_section(result)
     lines += _verdict_sections(result)
     lines += _repetition_section(result)

@@ -40,6 +40,7 @@ from mcp_blackbox.analyzer.outputs.call_record import reason
 from mcp_blackbox.analyzer.read.extract import decode_body
 from mcp_blackbox.analyzer.read.load import LoadReport, read_exchanges
 from mcp_blackbox.analyzer.read.stdio_load import is_stdio_capture, stdio_exchanges
+from mcp_blackbox.analyzer.read.time_range import range_lines
 from mcp_blackbox.analyzer.redaction.redactor import Redactor
 from mcp_blackbox.analyzer.review.captured import captured_facts
 from mcp_blackbox.analyzer.wire.inputs import expand_captures
@@ -136,10 +137,14 @@ def build_report(
     redactor = Redactor.of(redact)  # every peer's word on the page passes through it
     rows = _rows(calls, origin, lanes, clients, sources, analysis.retry_groups, table, redactor)
     row_of = {call.call_id: n for n, call in enumerate(calls)}
-    details = _details(sources, _worth_opening(calls, ran_more_than_once(analysis)), origin, redactor)
+    # The details are read again from the files the analysis decoded: not those wholly outside the range.
+    read = [s for s in sources if s not in (analysis.range or {}).get("captures_not_read", ())]
+    details = _details(read, _worth_opening(calls, ran_more_than_once(analysis)), origin, redactor)
     lane_records, lane_groups = _lanes(every, lanes, sources)
     aggregates, bucket_ms = _aggregates(quiet, origin, lanes, end, table)
     meta = _meta(analysis, sources, origin, redactor)
+    if analysis.time_range is not None:  # --since/--until: said in the header (the key only then: no change else)
+        meta["range"] = range_lines(analysis.time_range, analysis.range)
     meta.update(aggregated=len(quiet), aggregate_above=aggregate_above, bucket_ms=bucket_ms, rows=len(rows))
     return {
         "meta": meta,
@@ -221,11 +226,11 @@ def _ticks_by_row(calls: list[Call], ticks_of: Callable[[Call], list[int]]) -> l
 
 def _group(group: RetryGroup, row_of: dict[str, int], table: StringTable) -> list[Any]:
     """A retry chain's record (``RetryGroup.record``) in GROUP_COLUMNS. Every attempt of a chain is eventful,
-    so each has a row."""
+    so each has a row; with --since/--until, the attempts outside the range have none and are not drawn."""
     record = group.record()
     return [
         record["retry_group"], table.index(record["origin"]), table.index(record["confidence"]),
-        [row_of[m] for m in record["members"]], int(record["failure_retry"]), _us(record["total_ms"]),
+        [row_of[m] for m in record["members"] if m in row_of], int(record["failure_retry"]), _us(record["total_ms"]),
         table.index(record["final_outcome"]), table.index(record["safety"]), int(record["may_have_run_twice"]),
         [table.index(line) for line in record["evidence"]],
     ]  # fmt: skip

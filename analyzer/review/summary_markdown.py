@@ -27,6 +27,7 @@ from mcp_blackbox.analyzer.model.vocabulary import DOUBTED_SUCCESS, Layer, Retry
 from mcp_blackbox.analyzer.outputs.analysis import Analysis
 from mcp_blackbox.analyzer.outputs.export import iter_records
 from mcp_blackbox.analyzer.outputs.wallclock import iso_utc
+from mcp_blackbox.analyzer.read.time_range import range_lines
 from mcp_blackbox.analyzer.redaction.redactor import Redactor
 from mcp_blackbox.analyzer.review.captured import captured_facts
 from mcp_blackbox.analyzer.review.check import short_sources
@@ -75,6 +76,9 @@ def _captured(analysis: Analysis, paths: list[str], records: list[CallRecord]) -
     names = short_sources(facts["captures"])
     lines = ["## What was captured", ""]
     lines.append(f"- Captures: {', '.join(text(names[c]) for c in facts['captures'])}")
+    if analysis.time_range is not None:  # --since/--until: every count below is of the calls in it
+        lines.append(f"- Range: {text(analysis.time_range.describe())}")
+        lines += [f"- {text(line)}" for line in range_lines(analysis.time_range, analysis.range)[1:]]
     if records:
         lines.append(f"- Time (UTC): {iso_utc(facts['start'])} to {iso_utc(facts['end'])}")
     lines.append(

@@ -11,6 +11,7 @@ from mcp_blackbox.analyzer.model.contract import CallRecord
 from mcp_blackbox.analyzer.model.noteworthy import noteworthy
 from mcp_blackbox.analyzer.outputs.analysis import Analysis, CallStream
 from mcp_blackbox.analyzer.outputs.export import Tally, iter_records
+from mcp_blackbox.analyzer.read.time_range import range_lines
 
 INDENT = "    "
 
@@ -31,7 +32,9 @@ def summary_text(analysis: Analysis | CallStream, width: int = 80) -> str:
             ran_again.update(duplicate.record()["calls"])
         settled = len(analysis.duplicate_executions)
         failing += _call_to_look_at(call, width, call["call_id"] in ran_again)
-    lines = _count_lines(tally.summary(analysis), width)
+    # --since/--until first: every count below is of the calls in the range.
+    lines = [line for said in range_lines(analysis.time_range, analysis.range_record()) for line in wrap(said, width)]
+    lines += _count_lines(tally.summary(analysis), width)
     if senders:  # measured by the recorder (addon/peer_process.py): the processes that sent the calls
         lines += counts("client processes:", dict(senders.most_common(10)), width)
     if failing:
