@@ -24,6 +24,7 @@ from mcp_blackbox.analyzer.across.retries import RETRY_WINDOW, Retries, add_gate
 from mcp_blackbox.analyzer.calls.classify import CaptureFacts, judge
 from mcp_blackbox.analyzer.calls.gateway import gateway_sign
 from mcp_blackbox.analyzer.calls.pair import Pairer, legacy_session_of_endpoint, scope_of
+from mcp_blackbox.analyzer.calls.resumes import refused_resume
 from mcp_blackbox.analyzer.calls.stdio_calls import stderr_of
 from mcp_blackbox.analyzer.model.contract import DuplicateRecord, RetryGroupRecord
 from mcp_blackbox.analyzer.model.records import C2S, S2C, Call, Exchange, Message, Verdict
@@ -220,6 +221,9 @@ class CallStream(ReadFigures):
             self._without_times += 1
         exchange.scope = scope_of(exchange, self._legacy_streams)
         exchange.error_text = decoded.error_text
+        if (refused := refused_resume(exchange, len(extracted.messages))) is not None:
+            # It carries no message for pairing to see: the verdict of the stream it tried to resume names it.
+            self.facts.refused_resumes.setdefault(exchange.scope, []).append(refused)
         if exchange.session_id and exchange.method in ("GET", "DELETE"):
             # The client still acts in the session when it opens a stream or ends the session: it lasts until
             # then (a stream left open after the server forgot the session does not keep it alive).

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mcp_blackbox.analyzer.calls.gateway import gateway_sign
+from mcp_blackbox.analyzer.calls.resumes import ResumeAttempt, attempts_after, describe
 from mcp_blackbox.analyzer.calls.schema_check import SchemaCheck, check_structured_content
 from mcp_blackbox.analyzer.calls.stdio_calls import exception_in, short_command
 from mcp_blackbox.analyzer.model.records import C2S, Call, Exchange, Message, Verdict
@@ -46,6 +47,8 @@ class CaptureFacts:
     tools: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> Tool from tools/list
     versions: dict[str, str] = field(default_factory=dict)  # scope -> negotiated protocol version
     servers: set[str] = field(default_factory=set)  # serverInfo "name/version" seen
+    # scope -> GETs with Last-Event-ID that brought nothing (analyzer/calls/resumes.py): no pairing sees them
+    refused_resumes: dict[str, list[ResumeAttempt]] = field(default_factory=dict)
 
 
 @dataclass
@@ -336,6 +339,8 @@ def _unanswered_stream(call: Call, facts: CaptureFacts, evidence: list[str]) -> 
     evidence.extend(_how_stream_ended(exchange))
     if protocol_version(call, facts) == MODERN:
         evidence.append("2026-07-28: a closed stream cancels the request (cancellation or loss)")
+    elif tried := attempts_after(call, facts.refused_resumes.get(call.scope, [])):
+        evidence.append(f"{describe(call, tried)}; not resumed later" + CAPTURE_WIDE)
     else:
         evidence.append("not resumed later" + CAPTURE_WIDE)
     return Ruling(Outcome.STREAM_INCOMPLETE, evidence)

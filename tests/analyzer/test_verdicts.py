@@ -87,6 +87,52 @@ def test_stream_incomplete_2025_and_2026(tmp_path: Path) -> None:
     assert any("cancellation or loss" in e for e in second["evidence"])
 
 
+CONNECT_FAILED = "Connect call failed ('127.0.0.1', 8000)"
+
+
+def cut_stream(at: float) -> Any:
+    """A 2025-11-25 tools/call whose event stream (one progress event, id 0) the server cut 1 s in."""
+    progress = {"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": 1, "progress": 1}}
+    cut = {"ended": "upstream-error", "error": "peer closed connection", "event_times": [at + 0.5], "chunks": []}
+    return exchange(
+        tool_call(1, progressToken=1),
+        body=sse(progress, ids=True),
+        content_type="text/event-stream",
+        request_headers={**SESSION, "mcp-protocol-version": "2025-11-25"},
+        error_message="peer closed connection",
+        stream=cut,
+        at=at,
+        duration=1.0,
+    )
+
+
+def resume(at: float, **kwargs: Any) -> Any:
+    headers = {**SESSION, "mcp-protocol-version": "2025-11-25", "last-event-id": "0"}
+    return exchange(None, method="GET", request_headers=headers, at=at, duration=0.01, **kwargs)
+
+
+def test_refused_resume_attempts_are_named_by_the_cut_call(tmp_path: Path) -> None:
+    """The client tried to resume (GET with Last-Event-ID) and the connection was refused: no message, so no
+    pairing; the cut call's evidence says it was tried, when, and what refused it."""
+    refused = [resume(t, status=None, error_message=CONNECT_FAILED) for t in (102.0, 103.5)]
+    call = only(verdicts(tmp_path, cut_stream(100.0), *refused))
+    assert call["outcome"] == "STREAM_INCOMPLETE", call
+    assert "not resumed later in the capture" not in call["evidence"], "not without saying it was tried"
+    assert call["evidence"][-1] == (
+        f"resume tried 2 times (GET with Last-Event-ID 0), refused each time: 1.0 s after the stream ended: "
+        f"{CONNECT_FAILED}; 2.5 s after the stream ended: {CONNECT_FAILED}; not resumed later in the capture"
+    )
+
+
+def test_a_resumed_stream_and_one_never_resumed_read_as_before(tmp_path: Path) -> None:
+    answered = resume(102.0, body=sse(result(1, text_result()), ids=True), content_type="text/event-stream")
+    resumed = only(verdicts(tmp_path, cut_stream(100.0), answered))
+    assert resumed["outcome"] == "TOOL_SUCCESS" and resumed["flags"] == ["LATE_RESPONSE"], resumed
+    assert "answer arrived on a resumed GET (Last-Event-ID 0)" in resumed["evidence"]
+    never = only(verdicts(tmp_path, cut_stream(100.0)))
+    assert never["evidence"][-1] == "not resumed later in the capture", never
+
+
 def test_cancelled_stream(tmp_path: Path) -> None:
     calls = verdicts(
         tmp_path,
