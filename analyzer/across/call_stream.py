@@ -21,13 +21,13 @@ from mcp_blackbox.analyzer.across.call_ids import CallIds
 from mcp_blackbox.analyzer.across.clients import Clients
 from mcp_blackbox.analyzer.across.executions import Duplicates
 from mcp_blackbox.analyzer.across.retries import RETRY_WINDOW, Retries, add_gateway_services
-from mcp_blackbox.analyzer.calls.classify import CaptureFacts, judge
+from mcp_blackbox.analyzer.calls.classify import CAPTURE_WIDE, CaptureFacts, judge
 from mcp_blackbox.analyzer.calls.gateway import gateway_sign
 from mcp_blackbox.analyzer.calls.pair import Pairer, legacy_session_of_endpoint, scope_of
 from mcp_blackbox.analyzer.calls.resumes import refused_resume
 from mcp_blackbox.analyzer.calls.stdio_calls import stderr_of
 from mcp_blackbox.analyzer.model.contract import DuplicateRecord, RetryGroupRecord
-from mcp_blackbox.analyzer.model.records import C2S, S2C, Call, Exchange, Message, Verdict
+from mcp_blackbox.analyzer.model.records import C2S, S2C, Call, Exchange, Finding, Message, Stage, Verdict
 from mcp_blackbox.analyzer.model.vocabulary import Flag, Outcome, RetryOrigin
 from mcp_blackbox.analyzer.read.decode import Decoded
 from mcp_blackbox.analyzer.read.extract import Extracted
@@ -103,6 +103,7 @@ class CallStream(ReadFigures):
         self.stream_events: list[dict[str, Any]] = []
         self.auth_steps: list[dict[str, Any]] = []
         self.notes: list[str] = []
+        self._judged_in_window = 0  # calls without an answer judged before the capture was read to its end
         self._gateways: dict[str, tuple[str, int]] = {}  # name -> (how the first response showed it, responses)
         self._legacy_streams: dict[str, str] = {}
         # What a flow still open will bring, and since when: an HTTP+SSE session's event stream (its POSTs
@@ -151,6 +152,8 @@ class CallStream(ReadFigures):
         self.notes += passed_over(self.paths)
         self.notes += [_gateway_note(name, how, count) for name, (how, count) in self._gateways.items()]
         self.notes += self._affinity.notes()
+        if self._judged_in_window:
+            self.notes.append(_window_note(self._judged_in_window, self.window))
         if self._without_times:
             self.notes.append(
                 f"{self._without_times} event stream(s) without per-event times (recorded without the addon, or "
@@ -337,6 +340,8 @@ class CallStream(ReadFigures):
                 if call.exchange.stdio is not None:
                     call.stderr = stderr_of(call)  # before the verdict, which reads them (STDERR_DURING_CALL)
                 call.verdict = judge(call, self.facts)
+        if self.window is not None and before != float("inf"):
+            self._say_the_window_judged(ready, self.window)
         for call in ready:
             self._number += 1
             call.number = self._number
@@ -347,6 +352,14 @@ class CallStream(ReadFigures):
         if self.window is None:  # every call has its id: what gave them is not needed again
             self._ids = CallIds()
         self._complete.extend(ready)
+
+    def _say_the_window_judged(self, calls: list[Call], window: float) -> None:
+        """A call judged before the capture was read to its end, whose verdict says what the whole capture
+        lacks (an answer that never came, a stream not resumed): the window, not the capture, said so."""
+        for call in calls:
+            if call.verdict is not None and any(line.endswith(CAPTURE_WIDE) for line in call.verdict.evidence):
+                self._judged_in_window += 1
+                call.found(Finding(Stage.PAIRING, _window_line(window)))
 
     def _link(self, before: float) -> None:
         complete, ready = self._complete, []
@@ -396,6 +409,21 @@ class Settled:
 
     def record(self) -> RetryGroupRecord | DuplicateRecord:
         return self.recorded
+
+
+def _window_line(window: float) -> str:
+    return (
+        f"judged with {window:g} s of the capture read past it (--window): an answer on a flow that stayed "
+        "open longer comes later in the recording and is not joined to this call"
+    )
+
+
+def _window_note(count: int, window: float | None) -> str:
+    return (
+        f"{count} call(s) without an answer were judged before the capture was read to its end (--window "
+        f"{window or 0:g} s): an answer on a flow open longer than that is not joined to them; --window 0 "
+        "reads the whole capture first"
+    )
 
 
 def _gateway_note(name: str, how: str, count: int) -> str:

@@ -88,6 +88,18 @@ def test_a_flow_open_longer_than_the_window_is_paired_late_not_lost(capture: Pat
     by_id = {c["call_id"]: c["outcome"] for c in whole["calls"]}
     changed = [(by_id[c["call_id"]], c["outcome"]) for c in narrow["calls"] if by_id[c["call_id"]] != c["outcome"]]
     assert ("TOOL_SUCCESS", "STREAM_INCOMPLETE") in changed, "a 5 s window misses what resumed streams carry later"
+    # Issue 22: the window's cut is said, on each call it judged early and in the notes; the whole analysis
+    # (and the default window, test_export_writes_the_same_with_the_default_window_and_without) says nothing.
+    window_line = "judged with 5 s of the capture read past it (--window)"
+    cut = [c for c in narrow["calls"] if by_id[c["call_id"]] == "TOOL_SUCCESS" and c["outcome"] == "STREAM_INCOMPLETE"]
+    assert cut and all(any(e.startswith(window_line) for e in c["evidence"]) for c in cut)
+    assert not any(e.startswith("judged with") for c in whole["calls"] for e in c["evidence"])
+    stream = CallStream([capture], window=5)
+    for _ in stream:
+        pass
+    (note,) = [n for n in stream.notes if "judged before the capture was read to its end" in n]
+    assert note.endswith("--window 0 reads the whole capture first")
+    assert not any("judged before" in n for n in analyze([capture]).notes)
 
 
 def test_export_writes_the_same_with_the_default_window_and_without(capture: Path, tmp_path: Path) -> None:
