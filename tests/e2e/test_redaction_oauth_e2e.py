@@ -70,8 +70,7 @@ def secrets_of(capture: Path) -> OAuthSecrets:
 
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, OAuthSecrets]:
-    if not SDK.is_dir():
-        pytest.skip("the MCP TypeScript SDK is not installed (tests/clients/ts: npm ci)")
+    assert SDK.is_dir(), "the MCP TypeScript SDK is not installed (make test runs npm ci in tests/clients/ts)"
     from tests.truth.family_oauth import record_family
     from tests.truth.harness import Plan
 

@@ -458,23 +458,24 @@ exports.EnvHttpProxyAgent = class EnvHttpProxyAgent extends real.EnvHttpProxyAge
 """
 
 
-@pytest.mark.skipif(shutil.which("node") is None or not (NODE_PEERS / "undici").exists(), reason="node, undici")
 @pytest.mark.parametrize("undici", ["npm's undici 6", "stand-in"])
 def test_the_preloads_undici_warning_stays_off_the_commands_stderr(
     undici: str, http_server: ServerProcess, tmp_path: Path
 ) -> None:
     """undici 6 warns "EnvHttpProxyAgent is experimental" when the preload makes its agent: not the program's
     doing, so not on its stderr. A warning the program emits itself still is."""
+    # Node, npm and the peers' undici are on every machine make test sets up: without them this fails.
+    assert shutil.which("node") is not None and (NODE_PEERS / "undici").exists(), "node and the peers' undici"
     package = tmp_path / "node_modules" / "undici"
     if undici == "stand-in":
         package.mkdir(parents=True)
         (package / "package.json").write_text('{"name": "undici", "main": "index.js"}')
         (package / "index.js").write_text(STAND_IN)
-    elif (bundled := npm_undici()) is not None:
+    else:
+        bundled = npm_undici()
+        assert bundled is not None, "npm's bundled undici 6 (it warns) is part of Node 20's npm here"
         package.parent.mkdir()
         package.symlink_to(bundled)
-    else:
-        pytest.skip("no undici that warns beside npm")
     (tmp_path / "ping.mjs").write_text(
         "process.emitWarning('the program warns about its own things', 'ProgramWarning');\n"
         "const r = await fetch(process.argv[2], {method: 'POST', body: JSON.stringify({jsonrpc: '2.0', id: 1, "
