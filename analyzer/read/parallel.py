@@ -34,7 +34,7 @@ from mcp_blackbox.analyzer.model.records import Exchange
 from mcp_blackbox.analyzer.read.decode import Decoded, decode_exchange
 from mcp_blackbox.analyzer.read.load import LoadReport, _read_file, read_exchanges
 from mcp_blackbox.analyzer.read.stdio_load import is_stdio_capture, stdio_decoded
-from mcp_blackbox.analyzer.wire.tnetstring_reader import MAX_PREFIX
+from mcp_blackbox.analyzer.wire.tnetstring_reader import framed_records
 
 WORKERS_ENV = "MCP_BLACKBOX_WORKERS"
 MIN_BYTES = 32_000_000  # input below which one process is quick enough (forking and sending cost)
@@ -157,18 +157,8 @@ def _record_cuts(source: str, segment_bytes: int) -> list[tuple[int, int]]:
             if size < 2 * segment_bytes or not os.pread(fd, 1, 0).isdigit():  # HAR's JSON is read whole
                 return []
             cuts = [(0, 0)]
-            offset = index = 0
             target = segment_bytes
-            while offset < size:
-                head = os.pread(fd, MAX_PREFIX + 1, offset)
-                colon = head.find(b":")
-                digits = head[:colon] if colon > 0 else b""
-                if not digits.isdigit():
-                    break
-                after = offset + colon + 1 + int(digits) + 1
-                if after > size or os.pread(fd, 1, after - 1) != b"}":
-                    break
-                offset, index = after, index + 1
+            for index, (_, offset) in enumerate(framed_records(fd, size), start=1):
                 if offset >= target and size - offset >= segment_bytes // 2:
                     cuts.append((offset, index))
                     target = offset + segment_bytes

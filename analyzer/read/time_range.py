@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from mcp_blackbox.analyzer.wire.inputs import ROTATED_NAME
-from mcp_blackbox.analyzer.wire.tnetstring_reader import MAX_PREFIX, RecordError, Want, decode
+from mcp_blackbox.analyzer.wire.tnetstring_reader import RecordError, Want, decode, framed_records
 
 # RETRY_WINDOW (analyzer/across/retries.py) + DEFAULT_WINDOW (analyzer/across/call_stream.py): a retry's
 # earlier attempt, and a flow open across the edge. A lower layer cannot import them; test_time_range checks.
@@ -212,7 +212,7 @@ def file_span(path: str, next_rotated: str | None = None) -> tuple[float, float]
     ends, and the next rotated file when its last flow has ended, so two names bound it without opening
     it (one second added: the names keep whole seconds). Otherwise (the last rotated file, any other flow
     file) the first record and the last one are decoded, their times only; the last is found by walking
-    the length prefixes (a read of a few bytes per record, as parallel._record_cuts does), never by
+    the length prefixes (tnetstring_reader.framed_records, as parallel._record_cuts does), never by
     decoding the records between. Flows are written when they end, so those two bound the file."""
     start = _rotated_start(path)
     if start is not None and next_rotated is not None and (end := _rotated_start(next_rotated)) is not None:
@@ -254,22 +254,11 @@ def _record_offsets(path: str) -> list[tuple[int, int]]:
             if size == 0 or not os.pread(fd, 1, 0).isdigit():
                 return []  # HAR's JSON, a stdio capture, an empty file
             first: tuple[int, int] | None = None
-            last = (0, 0)
-            offset = 0
-            while offset < size:
-                head = os.pread(fd, MAX_PREFIX + 1, offset)
-                colon = head.find(b":")
-                digits = head[:colon] if colon > 0 else b""
-                if not digits.isdigit():
-                    return []
-                length = int(digits)
-                after = offset + colon + 1 + length + 1
-                if after > size or os.pread(fd, 1, after - 1) != b"}":
-                    return []
-                last = (offset, after - offset)
+            last, end = (0, 0), 0
+            for offset, end in framed_records(fd, size):
+                last = (offset, end - offset)
                 first = first or last
-                offset = after
-            return [] if first is None else [first, last]
+            return [first, last] if first is not None and end == size else []
     except OSError:
         return []
 

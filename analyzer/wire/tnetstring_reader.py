@@ -13,6 +13,8 @@ only those keys of a dict value, ``ENCODED`` keeps the value as its bytes (an
 from __future__ import annotations
 
 import io
+import os
+from collections.abc import Iterator
 from typing import Any, BinaryIO, Final, Literal
 
 ENCODED: Final = "encoded"
@@ -46,6 +48,25 @@ class RecordError(ValueError):
 
 class RecordCutShort(RecordError):
     """The file ends inside a record: a length prefix was read, the bytes it announces were not all there."""
+
+
+def framed_records(fd: int, size: int) -> Iterator[tuple[int, int]]:
+    """(offset, end) of each record of a flow file from its start, found from the length prefixes and type
+    tags alone (a few bytes read per record, nothing decoded); it stops where the framing does: a bad
+    prefix, a record that runs past the end or is not a dict. It reached the end when the last ``end`` is
+    ``size``."""
+    offset = 0
+    while offset < size:
+        head = os.pread(fd, MAX_PREFIX + 1, offset)
+        colon = head.find(b":")
+        digits = head[:colon] if colon > 0 else b""
+        if not digits.isdigit():
+            return
+        after = offset + colon + 1 + int(digits) + 1
+        if after > size or os.pread(fd, 1, after - 1) != b"}":
+            return
+        yield offset, after
+        offset = after
 
 
 def record_framed(record: bytes | None) -> bool:
