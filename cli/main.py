@@ -21,6 +21,7 @@ from mcp_blackbox.analyzer.read.load import LoadReport
 from mcp_blackbox.analyzer.read.time_range import RangeError, TimeRange, range_lines, resolve
 from mcp_blackbox.analyzer.redaction.redactor import Redactor
 from mcp_blackbox.analyzer.review.check import DEFAULT_FAIL_ON, Allowance, parse_allow, parse_fail_on
+from mcp_blackbox.analyzer.review.said import ran_twice_counts
 from mcp_blackbox.analyzer.review.summary_text import summary_text
 from mcp_blackbox.analyzer.version import NOT_INSTALLED, installed_version
 from mcp_blackbox.analyzer.wire.inputs import expand_captures, recording_of
@@ -311,8 +312,8 @@ def run_report(args: argparse.Namespace) -> int:
         output.stream.write(render_report(data))
     meta = data["meta"]
     print(
-        f"{args.output}: {meta['calls']} calls, {meta['retry_groups']} retry chains, "
-        f"{meta['unsafe_replays']} unsafe replays"
+        f"{args.output}: {meta['calls']} calls, {len(meta['findings'])} findings, {meta['retry_groups']} retry "
+        f"chains, ran more than once: {ran_twice_counts(meta['ran_more_than_once_counts'])}"
         + ("" if meta["redacted"] else "; secrets NOT redacted")
         + ("" if analysis.time_range is None else f"; {analysis.time_range.describe()}")
     )
@@ -627,9 +628,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--format",
         choices=["text", "markdown"],
         default="text",
-        help="text (80 columns, default) or markdown: what was captured, what failed by layer, retries and who "
-        "made them, writes run twice, unsafe replays, top errors, calls without an answer, what the capture "
-        "could not show; calls named by their stable ids",
+        help="text (80 columns, default) or markdown: the findings, what was captured, what failed by layer, "
+        "retries and who made them, the writes that ran more than once, top errors, calls without an answer, "
+        "what the capture could not show; calls named by their stable ids",
     )
     summary.add_argument("--no-redact", action="store_true", help="keep secrets in quoted errors (markdown)")
     summary.add_argument("-o", "--output", default="-", metavar="FILE", help="output file, - for stdout (default)")
@@ -640,8 +641,8 @@ def build_parser() -> argparse.ArgumentParser:
         parents=[range_options()],
         help="what changed between two captures (before and after a fix): verdicts, failures, retries, latency",
         description="Match the calls of two captures by server (host and path), method, tool, arguments digest "
-        "and order, and report the verdicts that changed, new and fixed failures, retry chains, writes executed "
-        "more than once and unsafe replays that appeared or went away, and p50/p95 latency per tool.",
+        "and order, and report the verdicts that changed, new and fixed failures, retry chains and writes that "
+        "ran more than once that appeared or went away, and p50/p95 latency per tool.",
     )
     compare.add_argument("before", metavar="BEFORE", help="capture before the change")
     compare.add_argument("after", metavar="AFTER", help="capture after the change")
@@ -650,7 +651,7 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument(
         "--fail-on-regression",
         action="store_true",
-        help="exit 1 when something got worse: a new failure, retry chain, write run twice or unsafe replay, "
+        help="exit 1 when something got worse: a new failure, retry chain or write run more than once, "
         "or a tool slower than --latency-ratio",
     )
     compare.add_argument(

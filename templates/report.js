@@ -10,6 +10,9 @@
   const SAFETY = new Map(data.vocabulary.safety.map(function (s) { return [s.name, s]; }));
   const ENDINGS = new Map(data.vocabulary.endings.map(function (e) { return [e.name, e]; }));
   const ORIGINS = new Map(data.vocabulary.origins.map(function (o) { return [o.name, o]; }));
+  // A header fact cut to one line shows its whole text on hover. Set here, by the DOM API: the page's
+  // markup carries no captured text in an attribute.
+  document.querySelectorAll(".fact").forEach(function (fact) { fact.title = fact.textContent; });
 
   // ---- the data, decoded (analyzer/review/report.py writes it compact) ------------------------------
   // Recurring texts are indices into data.strings; times are integer microseconds, a row's t0 the step from
@@ -38,7 +41,7 @@
     return {
       retry_group: g[G.retry_group], origin: S[g[G.origin]], confidence: S[g[G.confidence]], members: members,
       attempts: members.length, failure_retry: Boolean(g[G.failure_retry]), total_ms: g[G.total_us] / 1000,
-      final_outcome: S[g[G.final_outcome]], safety: S[g[G.safety]], may_have_run_twice: Boolean(g[G.may_have_run_twice]),
+      final_outcome: S[g[G.final_outcome]], safety: S[g[G.safety]],
       evidence: g[G.evidence].map(function (i) { return S[i]; }),
     };
   });
@@ -99,7 +102,8 @@
   const groups = new Map(data.groups.map(function (g) { return [g.retry_group, g]; }));
   const colorOf = function (outcome) { return OUTCOMES.has(outcome) ? OUTCOMES.get(outcome).colour : "#667085"; };
   const isFailure = function (outcome) { return !OUTCOMES.has(outcome) || OUTCOMES.get(outcome).failure; };
-  const captureName = function (i) { const p = String(data.meta.captures[i] || ""); return p.split(/[\\/]/).pop(); };
+  // meta.captures are the names every output gives (analyzer/wire/inputs.py capture_names), never paths.
+  const captureName = function (i) { return String(data.meta.captures[i] || ""); };
 
   function el(tag, text, cls) {
     const node = document.createElement(tag);
@@ -127,17 +131,28 @@
 
   // ---- who is in which card's set -----------------------------------------------------------
   const chainOf = function (r) { return r[C.group] ? groups.get(r[C.group]) : null; };
-  const duplicateCalls = new Set(data.meta.duplicate_calls || []);
-  const duplicatesOf = new Map();
-  data.meta.duplicate_executions.forEach(function (d) {
-    d.calls.forEach(function (id) { if (!duplicatesOf.has(id)) duplicatesOf.set(id, []); duplicatesOf.get(id).push(d); });
+  // "Ran more than once" (analyzer/across/repeated_runs.py): the one answer to "did it run twice?". Every attempt of
+  // every entry is in ran_more_than_once_calls with its entry's certainty; the list of entries is cut at 20.
+  const twiceOf = data.meta.ran_more_than_once_calls || {};
+  const certaintyOf = function (id) { return owns(twiceOf, id) ? twiceOf[id] : null; };
+  const entriesOf = new Map();  // call id -> the listed entries that hold it
+  (data.meta.ran_more_than_once || []).forEach(function (entry) {
+    entry.attempts.forEach(function (a) { if (!entriesOf.has(a.call_id)) entriesOf.set(a.call_id, []); entriesOf.get(a.call_id).push(entry); });
   });
+  // The flags the page shows on their own: not those that feed "ran more than once" (the export keeps them).
+  const flagShown = function (name) { return !FLAGS.has(name) || FLAGS.get(name).shown !== false; };
+  const shownFlags = function (r) { return r[C.flags] ? r[C.flags].split(" ").filter(flagShown).join(" ") : ""; };
+  const findings = data.meta.findings || [];
+  const findingCalls = findings.map(function (f) { return new Set(f.calls); });
+  const topErrors = data.meta.top_errors || [];
   const SETS = {
     chained: function (r) { return Boolean(r[C.group]); },
-    "unsafe-replay": function (r) { const g = chainOf(r); return Boolean(g && SAFETY.has(g.safety) && SAFETY.get(g.safety).unsafe); },
-    twice: function (r) { const g = chainOf(r); return Boolean(g && g.may_have_run_twice); },
-    duplicate: function (r) { return duplicateCalls.has(r[C.id]); },
+    "ran-twice": function (r) { return certaintyOf(r[C.id]) !== null; },
+    "ran-twice-certain": function (r) { return certaintyOf(r[C.id]) === "certain"; },
+    "ran-twice-possible": function (r) { return certaintyOf(r[C.id]) === "possible"; },
   };
+  findingCalls.forEach(function (ids, k) { SETS["finding-" + (k + 1)] = function (r) { return ids.has(r[C.id]); }; });
+  topErrors.forEach(function (_, k) { SETS["error-" + (k + 1)] = function (r) { return r[C.error] === k; }; });
 
   // ---- filters -----------------------------------------------------------------------------
   const controls = {
@@ -165,7 +180,17 @@
   fill(controls.method, distinct("method"));
   fill(controls.tool, distinct("tool"));
   fill(controls.session, data.lanes.map(function (_, i) { return i; }), function (i) { return data.lanes[i].label; });
-  fill(controls.flag, Object.keys(data.meta.flags).sort());
+  fill(controls.flag, Object.keys(data.meta.flags).filter(flagShown).sort());
+  (function () {  // the set filter's findings and top errors, each named by its own text (textContent)
+    const add = function (label, items, text) {
+      if (!items.length) return;
+      const group = el("optgroup"); group.label = label;
+      items.forEach(function (item, k) { const o = el("option", text(item, k)); o.value = (label === "findings" ? "finding-" : "error-") + (k + 1); group.appendChild(o); });
+      controls.set.appendChild(group);
+    };
+    add("findings", findings, function (f) { return f.title; });
+    add("top errors", topErrors, function (e) { return e.count + " × " + e.outcome + ": " + e.error; });
+  })();
 
   // Search: a lower-cased haystack per call, built the first time a search needs it.
   const hay = new Array(N);
@@ -235,36 +260,102 @@
     if (!ok || !filters.needle) return ok;
     return haystack(i).indexOf(filters.needle) >= 0 || (filters.flowPrefix !== null && r[C.id].indexOf(filters.flowPrefix) === 0);
   }
+  // The table follows the timeline's zoom: zoomed in, it lists only the calls (and aggregates) the view reaches.
+  let appliedZoom = "";
+  const zoomKey = function () { return zoomed() ? view.from + "~" + view.to : ""; };
   function applyFilters() {
     const filters = currentFilters();
+    appliedZoom = zoomKey();
+    const from = view.from, to = view.to, zoom = appliedZoom !== "";
     visible = [];
     let callsShown = 0, aggRows = 0, aggCalls = 0;
     for (let n = 0; n < order.length; n++) {
       const i = order[n];
       if (i < 0) {
-        const a = aggs[-i - 1], on = aggMatches(a, filters.f, filters.needle);
-        aggShown[-i - 1] = on ? 1 : 0;
+        const k = -i - 1, a = aggs[k];
+        const on = aggMatches(a, filters.f, filters.needle) && !(zoom && (dE[N + k] < from || dS[N + k] > to));
+        aggShown[k] = on ? 1 : 0;
         if (on) { visible.push(i); aggRows++; aggCalls += a[A.count]; }
         continue;
       }
-      const ok = callMatches(i, filters);
+      const ok = callMatches(i, filters) && !(zoom && (dE[i] < from || dS[i] > to));
       shown[i] = ok ? 1 : 0;
       if (ok) { visible.push(i); callsShown++; }
     }
+    sortVisible();
+    const where = zoom ? " in the zoomed range" : "";
     document.getElementById("count").textContent = NA || data.meta.aggregated
-      ? callsShown + " of " + N + " eventful calls, " + aggCalls + " of " + data.meta.aggregated + " uneventful calls in " + aggRows + " summary rows"
-      : callsShown + " of " + N + " calls";
+      ? callsShown + " of " + N + " eventful calls, " + aggCalls + " of " + data.meta.aggregated + " uneventful calls in " + aggRows + " summary rows" + where
+      : callsShown + " of " + N + " calls" + where;
     markCards();
+    markStory();
     renderRows(true);
     if (restoring) return;  // restore() picks the call and draws once
     followFilters();
     drawTimeline();
     writeHash();
   }
-  // The details follow the filter: never a call the filter hides.
+  // A moved or zoomed view: the table follows it (applyFilters draws and writes the address), else only those.
+  function viewCommitted() {
+    if (zoomKey() !== appliedZoom) applyFilters(); else { drawTimeline(); writeHash(); }
+  }
+
+  // ---- sorting: a click on a column's header sorts by it, a second click reverses ---------------------
+  let sortKey = null, sortDir = 1;  // null: the order the calls started (with the aggregates in place)
+  const SORT_KEYS = ["id", "t0", "dur", "outcome", "method", "tool", "status", "group", "verdict"];
+  function sortValue(item) {  // a number or a text; null sorts last either way
+    if (item < 0) {
+      const a = aggs[-item - 1];
+      return sortKey === "t0" ? a[A.t0] : sortKey === "dur" ? a[A.dur_p50] : null;
+    }
+    const r = calls[item];
+    switch (sortKey) {
+      case "method": return r[C.method] || "(response)";
+      case "group": return r[C.group] ? r[C.group] + "#" + r[C.attempt] : null;
+      case "verdict": return verdictText(r);
+      default: { const v = r[C[sortKey]]; return v === undefined ? null : v; }
+    }
+  }
+  function sortVisible() {
+    if (sortKey === null) return;
+    const keys = new Map();
+    visible.forEach(function (item) { keys.set(item, sortValue(item)); });
+    const rank = new Map(visible.map(function (item, n) { return [item, n]; }));
+    visible.sort(function (x, y) {
+      const a = keys.get(x), b = keys.get(y);
+      if (a === null || b === null) return a === b ? rank.get(x) - rank.get(y) : a === null ? 1 : -1;
+      const c = typeof a === "number" && typeof b === "number" ? a - b
+        : String(a).localeCompare(String(b), "en", { numeric: true });
+      return c ? c * sortDir : rank.get(x) - rank.get(y);
+    });
+  }
+  function markSort() {
+    document.querySelectorAll("#table-head [role=columnheader]").forEach(function (head) {
+      const key = head.querySelector(".sort").dataset.sort;
+      head.setAttribute("aria-sort", key !== sortKey ? "none" : sortDir > 0 ? "ascending" : "descending");
+    });
+  }
+  function setSort(text) {  // "dur" ascending, "-dur" descending, "" the start order
+    const key = text.replace(/^-/, "");
+    if (SORT_KEYS.indexOf(key) < 0) { sortKey = null; sortDir = 1; } else { sortKey = key; sortDir = text[0] === "-" ? -1 : 1; }
+    markSort();
+  }
+  const sortText = function () { return sortKey === null ? "" : (sortDir < 0 ? "-" : "") + sortKey; };
+  document.getElementById("table-head").addEventListener("click", function (e) {
+    const button = e.target.closest ? e.target.closest(".sort") : null;
+    if (!button) return;
+    const key = button.dataset.sort;
+    if (sortKey === key) sortDir = -sortDir; else { sortKey = key; sortDir = 1; }
+    markSort();
+    applyFilters();
+    if (selected !== null) { scrollRowIntoView(selected); renderRows(false); }
+  });
+
+  // The details follow the filter: never a call the filter hides. A zoom that leaves the selected call out of
+  // view keeps it open (zooming around loses nothing; Enter zooms back to it).
   function followFilters() {
     const at = selected === null ? undefined : indexOf.get(selected);
-    if (at !== undefined && shown[at]) return;
+    if (at !== undefined && (shown[at] || callMatches(at, currentFilters()))) return;
     const first = firstCall();
     if (first !== null) select(calls[first][C.id], { quiet: true });
     else showNothing();
@@ -285,8 +376,7 @@
     cardBox.appendChild(card);
   });
   const flagBox = document.getElementById("flag-cards");
-  const explained = new Set(data.meta.explained_flags || []);
-  Object.keys(data.meta.flags).forEach(function (name) {
+  Object.keys(data.meta.flags).filter(flagShown).forEach(function (name) {
     const card = el("button", null, "card");
     card.type = "button";
     card.dataset.flag = name;
@@ -294,7 +384,6 @@
     card.title = description + " Click to show only these calls.";
     card.appendChild(el("span", data.meta.flags[name], "n"));
     card.appendChild(document.createTextNode(name));
-    if (explained.has(name) && description) card.appendChild(el("span", description, "why"));
     flagBox.appendChild(card);
   });
   function toggle(control, value) {
@@ -319,6 +408,92 @@
             : card.dataset.set === "" && !controls.outcome.value && !controls.flag.value && !controls.set.value;
       card.classList.toggle("active", on);
       card.setAttribute("aria-pressed", on ? "true" : "false");
+    });
+  }
+
+  // ---- the story: findings, the writes that ran more than once, the top errors -------------------------
+  // Each finding opens with its title and summary; its evidence unfolds; its button shows its calls in the table
+  // and zooms the timeline to its start and end. Their text quotes servers: textContent only.
+  const findingBox = document.getElementById("findings");
+  const storyMore = document.getElementById("story-more");
+  const atEpoch = function (seconds) { return seconds * 1000 - START_MS; };  // ms after the first call
+  function showFinding(k) {
+    const f = findings[k], value = "finding-" + (k + 1);
+    if (controls.set.value === value) { controls.set.value = ""; fullView(); applyFilters(); return; }
+    controls.set.value = value;
+    const a = toDisplay(atEpoch(f.start)), b = toDisplay(atEpoch(f.end));
+    const pad = Math.max((b - a) * 0.05, 5);
+    view.from = a - pad; view.to = b + pad; view.rowScroll = 0;
+    applyFilters();
+  }
+  if (!findings.length) storyMore.insertBefore(el("span", "No cross-call pattern found.", "no-findings"), storyMore.firstChild);
+  findings.forEach(function (f, k) {
+    const box = el("details", null, "finding");
+    box.dataset.finding = String(k + 1);
+    const summary = el("summary");
+    summary.appendChild(el("span", f.title, "title"));
+    summary.appendChild(document.createTextNode(" — "));
+    summary.appendChild(el("span", f.summary, "summary"));
+    summary.appendChild(el("span", wall(atEpoch(f.start)) + " – " + wall(atEpoch(f.end)) + " UTC", "when"));
+    const show = el("button", "show its " + f.calls.length + " call" + (f.calls.length === 1 ? "" : "s"), "show");
+    show.type = "button";
+    show.dataset.set = "finding-" + (k + 1);
+    show.title = "Show only these calls in the table, and zoom the timeline to " + wall(atEpoch(f.start)) + " – " + wall(atEpoch(f.end)) + " UTC";
+    show.addEventListener("click", function (e) { e.preventDefault(); showFinding(k); });
+    summary.appendChild(show);
+    box.appendChild(summary);
+    const evidence = el("ul", null, "evidence");
+    f.evidence.forEach(function (line) { evidence.appendChild(el("li", line)); });
+    box.appendChild(evidence);
+    findingBox.appendChild(box);
+  });
+  (function () {  // ran more than once: one list, each entry with its attempts
+    const box = document.getElementById("ran-twice"), list = document.getElementById("ran-twice-list");
+    const counts = data.meta.ran_more_than_once_counts || {}, entries = data.meta.ran_more_than_once || [];
+    const total = (counts.certain || 0) + (counts.possible || 0);
+    if (!total) { box.hidden = true; return; }
+    const summary = box.querySelector("summary");
+    summary.appendChild(el("b", "Ran more than once: "));
+    summary.appendChild(document.createTextNode((counts.certain || 0) + " certain, " + (counts.possible || 0) + " possible"));
+    if (entries.length < total) summary.appendChild(el("span", "(the first " + entries.length + " listed)", "muted"));
+    entries.forEach(function (entry) {
+      const li = el("li");
+      li.appendChild(el("span", entry.tool + " (arguments " + entry.arguments_digest.slice(0, 10) + ", client " + entry.lineage + "): " +
+        entry.certainty + ", " + entry.runs + " runs in " + entry.attempts.length + " attempts"));
+      li.appendChild(attemptList(entry, null, null, "attempt-list"));
+      list.appendChild(li);
+    });
+  })();
+  (function () {  // the top errors: the reasons with the figures that differ set aside (review/top_errors.py)
+    const box = document.getElementById("top-errors"), body = box.querySelector("tbody");
+    if (!topErrors.length) { box.hidden = true; return; }
+    const summary = box.querySelector("summary");
+    summary.appendChild(el("b", "Top errors: "));
+    const top = topErrors[0];
+    summary.appendChild(document.createTextNode(top.count + " × " + top.outcome + ": " + top.error));
+    if (topErrors.length > 1) summary.appendChild(el("span", "and " + (topErrors.length - 1) + " more", "muted"));
+    topErrors.forEach(function (e, k) {
+      const tr = el("tr");
+      tr.dataset.set = "error-" + (k + 1);
+      tr.title = "Click to show only these calls";
+      tr.appendChild(el("td", e.count));
+      const pill = el("span", e.outcome, "pill"); pill.style.background = colorOf(e.outcome);
+      el("td").appendChild(pill);
+      tr.appendChild(pill.parentNode);
+      tr.appendChild(el("td", e.error));
+      const first = el("button", e.first, "link mono"); first.type = "button";
+      first.addEventListener("click", function (ev) { ev.stopPropagation(); reveal(e.first); });
+      el("td").appendChild(first);
+      tr.appendChild(first.parentNode);
+      tr.addEventListener("click", function () { toggle(controls.set, tr.dataset.set); });
+      body.appendChild(tr);
+    });
+  })();
+  function markStory() {
+    document.querySelectorAll("#story [data-set]").forEach(function (node) {
+      const on = controls.set.value === node.dataset.set;
+      node.classList.toggle("active", on);
+      if (node.tagName === "BUTTON") node.setAttribute("aria-pressed", on ? "true" : "false");
     });
   }
 
@@ -355,11 +530,22 @@
       cell(row, r[C.tool] || "", null, r[C.tool] || "");
       cell(row, r[C.status] === null ? "—" : r[C.status]);
       cell(row, r[C.group] ? r[C.group] + "#" + r[C.attempt] : "");
-      const verdict = (r[C.flags] ? "[" + r[C.flags] + "] " : "") + r[C.verdict];
-      cell(row, verdict, null, verdict);
+      const verdict = verdictText(r);
+      const said = cell(row, null, null, verdict);
+      const certainty = certaintyOf(id);
+      if (certainty !== null) said.appendChild(twicePill(certainty));
+      said.appendChild(document.createTextNode(verdict));
       row.addEventListener("click", function () { select(id); });
       rowsBox.appendChild(row);
     }
+  }
+  // A call's flags (those shown on their own) and verdict, as the table and the search read them.
+  function verdictText(r) { const flags = shownFlags(r); return (flags ? "[" + flags + "] " : "") + r[C.verdict]; }
+  function twicePill(certainty) {
+    const pill = el("span", "ran more than once · " + certainty, "pill twice");
+    const c = (data.vocabulary.certainties || []).find(function (x) { return x.name === certainty; });
+    pill.title = c ? c.description : "";
+    return pill;
   }
   const mix = function (counts, limit) {
     const keys = Object.keys(counts);
@@ -456,10 +642,7 @@
     const a = anatomyOf(id);
     if (a) detailsAnatomy(a, r[C.carrier] === "stdio");
     if (r[C.group]) detailsChain(r);
-    (duplicatesOf.get(id) || []).forEach(function (dup) {
-      details.appendChild(el("h4", "Ran more than once: " + dup.tool + " with the same arguments (" + dup.arguments_digest.slice(0, 10) + ")"));
-      details.appendChild(attempts(dup.calls, id, function (_, n) { return dup.executions[n] || ""; }));
-    });
+    (entriesOf.get(id) || []).forEach(function (entry) { detailsRanTwice(entry, r); });
     if (d && d.stderr && d.stderr.length) detailsStderr(d.stderr, r);
     if (!d) {
       details.appendChild(el("p", "The bytes of this call are not in the report (it carries the first " +
@@ -471,15 +654,44 @@
       else detailsExchange(x);
     });
   }
+  // A write that ran more than once, in the details of one of its attempts: every attempt, how it ended, whether
+  // it ran, and the retry chain that holds it; the attempts of this call's own chain are marked.
+  function detailsRanTwice(entry, r) {
+    details.appendChild(el("h4", "Ran more than once (" + entry.certainty + "): " + entry.tool + ", " + entry.runs +
+      " runs in " + entry.attempts.length + " attempts, arguments " + entry.arguments_digest.slice(0, 10) + ", client " + entry.lineage));
+    const c = (data.vocabulary.certainties || []).find(function (x) { return x.name === entry.certainty; });
+    if (c) details.appendChild(el("p", c.description, "muted"));
+    details.appendChild(attemptList(entry, r[C.group], r[C.id], "twice-attempts"));
+  }
+  // An entry's attempts as a list: each a link to its call, with how it ended, whether it ran, and its retry chain.
+  function attemptList(entry, chain, current, cls) {
+    const ol = el("ol", null, cls);
+    entry.attempts.forEach(function (a) {
+      const li = el("li");
+      if (chain && a.retry_group === chain) { li.className = "this-chain"; li.title = "in this call's retry chain"; }
+      const link = el("button", a.call_id + (a.call_id === current ? " (this call)" : ""), "attempt-link mono");
+      link.type = "button"; link.dataset.callId = a.call_id;
+      link.addEventListener("click", function () { reveal(a.call_id); });
+      li.appendChild(link);
+      li.appendChild(document.createTextNode(" " + (a.outcome || "no verdict") + (a.http_status !== null && a.http_status !== undefined ? " (HTTP " + a.http_status + ")" : "") +
+        ": " + a.ran + (a.retry_group ? "; retry chain " + a.retry_group + (chain && a.retry_group === chain ? " (this call's)" : "") : "; not in a retry chain")));
+      ol.appendChild(li);
+    });
+    return ol;
+  }
   // The call's id, method and tool; when and for how long; its outcome, layer, flags and status.
   function detailsHeading(r) {
-    details.appendChild(el("h3", r[C.id] + "  " + (r[C.method] || "(response)") + (r[C.tool] ? " " + r[C.tool] : "") + "  id=" + r[C.rpc_id]));
+    details.appendChild(el("h3", r[C.id] + "  " + (r[C.method] || "(response)") + (r[C.tool] ? " " + r[C.tool] : "") +
+      (r[C.rpc_id] !== null && r[C.rpc_id] !== undefined ? "  id=" + r[C.rpc_id] : "")));
     details.appendChild(el("p", day(r[C.t0]) + " " + wall(r[C.t0]) + " UTC  (" + offset(r[C.t0]) + " after the first call), took " +
       duration(r[C.dur]) + "  ·  " + captureName(r[C.source]), "when"));
     const verdict = el("p");
     const pill = el("span", r[C.outcome], "pill"); pill.style.background = colorOf(r[C.outcome]);
     verdict.appendChild(pill);
-    verdict.appendChild(el("span", "  " + r[C.layer] + " layer" + (r[C.flags] ? "  flags: " + r[C.flags] : "") +
+    const certainty = certaintyOf(r[C.id]);
+    if (certainty !== null) { verdict.appendChild(document.createTextNode(" ")); verdict.appendChild(twicePill(certainty)); }
+    const flags = shownFlags(r);
+    verdict.appendChild(el("span", "  " + (r[C.layer] || "no") + " layer" + (flags ? "  flags: " + flags : "") +
       (r[C.status] !== null ? "  HTTP " + r[C.status] : "") + (r[C.carrier] === "stdio" ? "  stdio" : "") + "  " + r[C.dur] + " ms"));
     details.appendChild(verdict);
   }
@@ -516,8 +728,7 @@
       (ORIGINS.has(g.origin) ? ": " + ORIGINS.get(g.origin).description : ""));
     kv(t, "attempts", g.members.join(" → ") + "  (this is attempt " + r[C.attempt] + ")");
     kv(t, "final outcome", g.final_outcome + " after " + g.total_ms + " ms");
-    kv(t, "safety", g.safety + (SAFETY.has(g.safety) ? ": " + SAFETY.get(g.safety).description : "") +
-      (g.may_have_run_twice ? "; the tool may have run twice" : ""));
+    kv(t, "safety", g.safety + (SAFETY.has(g.safety) ? ": " + SAFETY.get(g.safety).description : ""));
     details.appendChild(t);
     const ev = el("ol"); g.evidence.forEach(function (line) { ev.appendChild(el("li", line)); }); details.appendChild(ev);
   }
@@ -536,7 +747,7 @@
   function detailsStdioLine(x) {
     const way = x.stdio.stream === "stdin" ? "client → server" : "server → client";
     details.appendChild(el("h4", x.stdio.stream + " line at " + wall(x.t) + " UTC (" + offset(x.t) + "), " + way +
-      ", " + x.stdio.bytes + " bytes" + (x.stdio.truncated ? " (cut in the capture)" : "")));
+      (x.stdio.bytes !== null && x.stdio.bytes !== undefined ? ", " + x.stdio.bytes + " bytes" : "") + (x.stdio.truncated ? " (cut in the capture)" : "")));
     details.appendChild(el("div", x.request.line, "line mono request-line"));
     if (x.request.body) details.appendChild(el("pre", x.request.body));
     if (x.error) details.appendChild(el("p", "then " + x.error, "muted"));
@@ -603,7 +814,9 @@
   function reveal(id) {
     const i = indexOf.get(id);
     if (i === undefined) return;
-    if (!shown[i]) { Object.keys(controls).forEach(function (k) { controls[k].value = ""; }); selected = id; applyFilters(); }
+    selected = id;
+    if (!shown[i] && !callMatches(i, currentFilters())) { Object.keys(controls).forEach(function (k) { controls[k].value = ""; }); applyFilters(); }
+    showInTimeline(id);  // a call outside the zoomed view: the view moves to it, and the table follows
     select(id);
     scrollRowIntoView(id);
     renderRows(false);
@@ -716,7 +929,25 @@
   const plotWidth = function () { return Math.max(10, canvas.clientWidth - LEFT - RIGHT); };
   const zoomed = function () { return view.from > -totalD * 0.01 + 1e-6 || view.to < totalD * 1.01 - 1e-6; };
   function sizeCanvas() {
-    canvas.style.height = (AXIS + Math.max(6, Math.min(MAX_ROWS, rows.length)) * LANE + 4) + "px";
+    canvas.style.height = (AXIS + Math.min(rowsFit(), rows.length) * LANE + 4) + "px";
+  }
+  // The rows the timeline may take: at most MAX_ROWS (at least 6), and only as many as leave the calls table's
+  // controls, header and first rows on the first screen under it (the wheel scrolls the lanes).
+  const TABLE_RESERVE = 180;
+  function rowsFit() {
+    const top = canvas.getBoundingClientRect().top + window.scrollY;
+    return Math.max(6, Math.min(MAX_ROWS, Math.floor((window.innerHeight - top - TABLE_RESERVE - AXIS - 4) / LANE)));
+  }
+  // On opening, more rows than fit and more than one group: the groups with the most lanes are folded (their calls
+  // drawn in their header row) until the rest fits, so that every call is in view. A click unfolds one.
+  function foldToFit() {
+    const fit = rowsFit();
+    const biggest = laneGroups.slice().sort(function (a, b) { return b.lanes.length - a.lanes.length || a.n - b.n; });
+    for (let k = 0; k < biggest.length && rows.length > fit && laneGroups.length > 1; k++) {
+      if (biggest[k].lanes.length < 2) break;  // folding a group of one lane saves no row
+      collapsed.add(biggest[k].n);
+      buildRows();
+    }
   }
   const rowsShown = function () { return Math.floor((canvas.clientHeight - AXIS) / LANE); };
   const STEPS = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1e3, 2e3, 5e3, 1e4, 15e3, 3e4, 6e4, 12e4, 3e5, 6e5, 9e5, 18e5, 36e5, 72e5, 216e5, 432e5, 864e5];
@@ -954,7 +1185,7 @@
     const min = 0.05;  // 50 microseconds across the plot
     if (to - from < min) { const mid = (from + to) / 2; from = mid - min / 2; to = mid + min / 2; }
     view.from = from; view.to = to;
-    drawTimeline(); writeHash();
+    viewCommitted();
   }
   function zoomBy(factor, at) {
     if (at === undefined) at = (view.from + view.to) / 2;
@@ -975,7 +1206,7 @@
     if (dE[i] < view.from || dS[i] > view.to) { const mid = (dS[i] + dE[i]) / 2; view.from = mid - width / 2; view.to = mid + width / 2; }
     const row = rowOfLane[calls[i][C.lane]];
     if (row < view.rowScroll || row >= view.rowScroll + rowsShown()) view.rowScroll = Math.max(0, row - 2);
-    drawTimeline(); writeHash();
+    viewCommitted();
   }
   function zoomToSelected() {
     if (selected === null) return;
@@ -1023,7 +1254,7 @@
       }
       return;
     }
-    if (d.mode === "pan") { writeHash(); return; }
+    if (d.mode === "pan") { viewCommitted(); return; }
     const a = Math.max(LEFT, Math.min(d.x, p.x)), b = Math.min(canvas.clientWidth - RIGHT, Math.max(d.x, p.x));
     if (b - a >= 4) zoomTo(displayAt(a), displayAt(b)); else drawTimeline();
   });
@@ -1068,13 +1299,13 @@
     if (e.shiftKey || Math.abs(e.deltaX) > Math.abs(e.deltaY)) {
       e.preventDefault();
       const shift = (e.shiftKey ? e.deltaY || e.deltaX : e.deltaX) / plotWidth() * (view.to - view.from);
-      view.from += shift; view.to += shift; drawTimeline(); writeHash();
+      view.from += shift; view.to += shift; viewCommitted();
       return;
     }
     if (scrollRows(e.deltaY > 0 ? 3 : -3)) e.preventDefault();  // at either end the page scrolls on
   }, { passive: false });
   document.getElementById("reset-zoom").addEventListener("click", function () {
-    fullView(); view.rowScroll = 0; drawTimeline(); writeHash();
+    fullView(); view.rowScroll = 0; viewCommitted();
   });
   const gapButton = document.getElementById("toggle-gaps");
   if (!idle.length) { gapButton.disabled = true; gapButton.title = "No idle gap long enough to fold"; }
@@ -1086,7 +1317,7 @@
     buildAxis();
     if (wasZoomed) { view.from = toDisplay(from); view.to = toDisplay(to); } else fullView();
   }
-  gapButton.addEventListener("click", function () { setGaps(!gapsShown); drawTimeline(); writeHash(); });
+  gapButton.addEventListener("click", function () { setGaps(!gapsShown); viewCommitted(); });
 
   // ---- keyboard -------------------------------------------------------------------------------
   function step(by) {
@@ -1118,7 +1349,7 @@
       case "ArrowUp": case "k": step(-1); return true;
       case "ArrowLeft": case "ArrowRight": {
         const shift = (key === "ArrowLeft" ? -0.2 : 0.2) * (view.to - view.from);
-        view.from += shift; view.to += shift; drawTimeline(); writeHash(); return true;
+        view.from += shift; view.to += shift; viewCommitted(); return true;
       }
       case "+": case "=": zoomBy(0.6); return true;
       case "-": case "_": zoomBy(1 / 0.6); return true;
@@ -1126,7 +1357,7 @@
         if (onButton) return false;  // the button's own Enter
         zoomToSelected(); return true;
       case "Escape":
-        if (drag) { drag = null; drawTimeline(); } else { fullView(); view.rowScroll = 0; drawTimeline(); writeHash(); }
+        if (drag) { drag = null; drawTimeline(); } else { fullView(); view.rowScroll = 0; viewCommitted(); }
         return true;
       case "/": controls.q.focus(); return true;
       default: return false;
@@ -1144,6 +1375,7 @@
     HASH_KEYS.forEach(function (k) { if (controls[k].value) params.set(k, controls[k].value); });
     if (zoomed()) params.set("zoom", Math.round(toReal(view.from) * 1000) / 1000 + "~" + Math.round(toReal(view.to) * 1000) / 1000);
     if (gapsShown) params.set("gaps", "shown");
+    if (sortKey !== null) params.set("sort", sortText());
     const hash = "#" + params.toString();
     if (hash === (location.hash || "#")) return;
     written = hash;
@@ -1153,6 +1385,7 @@
     const params = new URLSearchParams(location.hash.replace(/^#/, ""));
     HASH_KEYS.forEach(function (k) { controls[k].value = params.get(k) || ""; });
     setGaps(params.get("gaps") === "shown");
+    setSort(params.get("sort") || "");
     const zoom = (params.get("zoom") || "").split("~").map(Number);
     fullView();
     if (zoom.length === 2 && isFinite(zoom[0]) && isFinite(zoom[1]) && zoom[1] > zoom[0]) {
@@ -1179,14 +1412,15 @@
   }
   window.addEventListener("hashchange", function () { if (location.hash !== written) restore(); });
 
-  window.addEventListener("resize", function () { drawTimeline(); renderRows(false); });
+  window.addEventListener("resize", function () { sizeCanvas(); scrollRows(0); drawTimeline(); renderRows(false); });
   const range = document.getElementById("time-range");
   const isoSeconds = function (seconds) { return new Date(seconds * 1000).toISOString().replace("T", " ").slice(0, 23); };
   range.textContent = isoSeconds(Number(range.dataset.start)) + " – " + isoSeconds(Number(range.dataset.end)) + " UTC";
-  document.getElementById("flag-row").hidden = !Object.keys(data.meta.flags).length;
+  document.getElementById("flag-row").hidden = !Object.keys(data.meta.flags).filter(flagShown).length;
 
   buildAxis();
   buildRows();
+  foldToFit();
   sizeCanvas();
   fullView();
   restore();

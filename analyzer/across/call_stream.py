@@ -20,13 +20,15 @@ from mcp_blackbox.analyzer.across.affinity import Affinity
 from mcp_blackbox.analyzer.across.call_ids import CallIds
 from mcp_blackbox.analyzer.across.clients import Clients
 from mcp_blackbox.analyzer.across.executions import Duplicates
+from mcp_blackbox.analyzer.across.patterns import Context, Patterns, endpoint_event
+from mcp_blackbox.analyzer.across.repeated_runs import RanMoreThanOnce, RepeatedRuns
 from mcp_blackbox.analyzer.across.retries import RETRY_WINDOW, Retries, add_gateway_services
 from mcp_blackbox.analyzer.calls.classify import CAPTURE_WIDE, CaptureFacts, judge
 from mcp_blackbox.analyzer.calls.gateway import gateway_sign
 from mcp_blackbox.analyzer.calls.pair import Pairer, legacy_session_of_endpoint, scope_of
 from mcp_blackbox.analyzer.calls.resumes import refused_resume
 from mcp_blackbox.analyzer.calls.stdio_calls import stderr_of
-from mcp_blackbox.analyzer.model.contract import DuplicateRecord, RetryGroupRecord
+from mcp_blackbox.analyzer.model.contract import DuplicateRecord, FindingRecord, RetryGroupRecord
 from mcp_blackbox.analyzer.model.records import C2S, S2C, Call, Exchange, Finding, Message, Stage, Verdict
 from mcp_blackbox.analyzer.model.vocabulary import Flag, Outcome, RetryOrigin
 from mcp_blackbox.analyzer.read.decode import Decoded
@@ -103,6 +105,9 @@ class CallStream(ReadFigures):
         self.stream_events: list[dict[str, Any]] = []
         self.auth_steps: list[dict[str, Any]] = []
         self.notes: list[str] = []
+        self.findings: list[FindingRecord] = []  # named patterns across calls, once the stream is read
+        self._endpoint_events: list[dict[str, Any]] = []  # HTTP+SSE streams' endpoint events, for the findings
+        self.ran_more_than_once: list[RanMoreThanOnce] = []  # the writes run twice, once the stream is read
         self._judged_in_window = 0  # calls without an answer judged before the capture was read to its end
         self._gateways: dict[str, tuple[str, int]] = {}  # name -> (how the first response showed it, responses)
         self._legacy_streams: dict[str, str] = {}
@@ -129,6 +134,8 @@ class CallStream(ReadFigures):
         self._retries = Retries(self.facts)
         self._affinity = Affinity()
         self._duplicates = Duplicates(self.facts)
+        self._patterns = Patterns(self.facts)
+        self._repeated = RepeatedRuns(self.facts)
         self._services: dict[str, str] = {}
         self._number = 0
 
@@ -160,6 +167,12 @@ class CallStream(ReadFigures):
                 "content-encoded): their events are dated at the end of the response, and a cut stream may have "
                 "lost its body"
             )
+        groups = [group.record() for group in self.retry_groups]
+        context = Context(
+            self.facts, groups, self.auth_steps, self.stream_events, tuple(self.notes), self._endpoint_events
+        )
+        self.findings = self._patterns.finish(context)
+        self.ran_more_than_once = self._repeated.entries()
 
     @property
     def analyzed(self) -> int:
@@ -168,15 +181,12 @@ class CallStream(ReadFigures):
     def _in_range(self, calls: Iterator[Call]) -> Iterator[Call]:
         """The final calls that started in the range (all of them without one); those that straddle an
         edge are noted, in range or not: they are where an incident's cut may hide something."""
-        time_range = self.time_range
-        if time_range is None:
-            yield from calls
-            return
+        time_range, patterns = self.time_range, self._patterns
         for call in calls:
-            edge = time_range.edge_crossed(call.request.t, call.t_end)
-            if edge is not None:
+            if time_range is not None and (edge := time_range.edge_crossed(call.request.t, call.t_end)) is not None:
                 self.straddling.append((call.call_id, edge))
-            if time_range.contains(call.request.t):
+            if time_range is None or time_range.contains(call.request.t):
+                patterns.add(call)
                 yield call
 
     def _touches_range(self, calls: Iterable[Call]) -> bool:
@@ -220,6 +230,8 @@ class CallStream(ReadFigures):
         self._count(exchange)
         if extracted.endpoint is not None and (session := legacy_session_of_endpoint(extracted.endpoint)):
             self._legacy_streams[exchange.flow_id] = session
+        if extracted.endpoint is not None and self._time_in_range(exchange.t_request):
+            self._endpoint_events.append(endpoint_event(exchange, extracted.endpoint))
         if decoded.without_times:
             self._without_times += 1
         exchange.scope = scope_of(exchange, self._legacy_streams)
@@ -379,6 +391,7 @@ class CallStream(ReadFigures):
             add_gateway_services(self._services, [group])
             if not self._touches_range(group.members):
                 continue  # linked all the same: its attempts in the margin are what links those in range
+            self._repeated.chain_settled(group)
             if self.window is None:
                 self.retry_groups.append(group)
             else:
@@ -394,6 +407,7 @@ class CallStream(ReadFigures):
         window = self.window if self.window is not None else 0.0
         for found in duplicates.settle(before - RETRY_WINDOW - window):
             if self._touches_range(found.calls):
+                self._repeated.executions_settled(found)
                 self.duplicate_executions.append(found if self.window is None else Settled(None, found.record()))
         if self.window is not None:
             self._clients.forget(before)

@@ -49,7 +49,6 @@ SDK_RECONNECT_DELAYS = {
     1.0: "the TypeScript and Python SDKs' first reconnection delay (1 s)",
     1.5: "the TypeScript SDK's second reconnection delay (1.5 s)",
 }
-BACKOFF_DELAYS = (1.0, 2.0, 4.0, 8.0)
 
 Origin = tuple[RetryOrigin, Confidence, list[str]]  # who repeated a request, how sure, and why
 
@@ -618,11 +617,6 @@ class _Repeat:
     def unit_kind(self) -> str:
         return "session" if self.call.client is not None and self.call.client.unit_is_session else "connection"
 
-    @property
-    def backoff_note(self) -> str:
-        backoff = next((d for d in BACKOFF_DELAYS if abs(self.delay - d) < 0.2 * d), None)
-        return f" (matches a {backoff:.0f} s backoff step)" if backoff else ""
-
 
 def _what_was_repeated(repeat: _Repeat) -> str:
     """The evidence every link starts with: the failure, the delay, and what stayed the same."""
@@ -749,7 +743,9 @@ class _Rule(NamedTuple):
     why: tuple[str, ...]
 
 
-_SENT_AGAIN = "the application sent it again{r.backoff_note}"
+# The delay is in the line before: a delay near 1, 2 or 4 s does not show a backoff schedule (a person, a
+# timer or a job's next round waits as long), so the evidence does not name one.
+_SENT_AGAIN = "the application sent it again"
 
 # Who repeated a failed request: the first rule that applies answers, so a rule is only asked when every
 # rule above it did not apply. Signs that name the sender (a gateway's header, new credentials, a copy too
@@ -874,16 +870,26 @@ def _apply(group: RetryGroup, facts: CaptureFacts) -> None:
         verdicts.append(safety)
         group.findings.extend((after, finding) for finding in findings)
     group.safety = next((v for v in verdicts if v is not Safety.SAFE), Safety.SAFE)
-    # Only a tool runs: a repeated initialize or tools/list changes nothing on the server. What ran is read
-    # from each verdict, as DUPLICATE_EXECUTION reads it.
-    group.may_have_run_twice = any(
-        after.method == "tools/call"
-        and execution(before) is Execution.MAYBE
-        and execution(after) is not Execution.NOT_RUN
-        for before, after in pairs
-    )
+    group.may_have_run_twice = _may_have_run_twice(group.members)
     if group.may_have_run_twice and group.safety.is_unsafe:
-        group.evidence.append("both attempts reached the server: the tool may have run twice")
+        group.evidence.append(
+            "an attempt that may have run was sent again and reached the server: the tool may have run more than once"
+        )
+
+
+def _may_have_run_twice(members: list[Call]) -> bool:
+    """An attempt that may have run was followed, at once or after refusals (a 503 between), by one that
+    ran or may have: the tool may have run twice. Only a tool runs: a repeated initialize or tools/list
+    changes nothing on the server. What ran is read from each verdict, as DUPLICATE_EXECUTION reads it."""
+    if members[0].method != "tools/call":
+        return False
+    maybe_before = False
+    for call in members:
+        ran = execution(call)
+        if maybe_before and ran is not Execution.NOT_RUN:
+            return True
+        maybe_before = maybe_before or ran is Execution.MAYBE
+    return False
 
 
 _Concern = tuple[Safety, Finding]  # what sending an attempt again risked, and the line (and flag) that says so

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, TypedDict
 
-from mcp_blackbox.analyzer.model.vocabulary import Confidence, Flag, Layer, Outcome, RetryOrigin, Safety
+from mcp_blackbox.analyzer.model.vocabulary import Certainty, Confidence, Flag, Layer, Outcome, RetryOrigin, Safety
 
 
 class EpochSeconds:
@@ -125,6 +125,40 @@ class DuplicateRecord(TypedDict):
     lineage: str
     calls: list[str]
     executions: list[str]
+
+
+class AttemptRecord(TypedDict):
+    """One attempt of a tool call that ran more than once, and how it ended."""
+
+    call_id: str
+    outcome: Outcome | None
+    http_status: int | None
+    ran: str  # across/executions.Execution: "ran", "may have run" or "did not run"
+    retry_group: str | None  # the retry chain that holds it; null: sent again, not as a retry
+
+
+class RanMoreThanOnceRecord(TypedDict):
+    """A write (a tool not marked readOnlyHint or idempotentHint) that one client ran more than once with the
+    same arguments, or may have (analyzer/across/repeated_runs.py): the one answer to "did it run twice?"."""
+
+    tool: str
+    arguments_digest: str
+    lineage: str
+    certainty: Certainty  # certain: two or more runs answered; possible: a run's effects are unknown
+    runs: int  # the attempts that ran or may have
+    attempts: list[AttemptRecord]  # every attempt, the retry chains' too, in the order they started
+
+
+class FindingRecord(TypedDict):
+    """A named pattern across calls (analyzer/across/patterns.py): what it is, how big, and what shows it."""
+
+    rule: str  # the rule's stable name, from the rule table
+    title: str  # one line
+    summary: str  # one or two sentences, with the figures
+    evidence: list[str]  # what the capture shows, line by line
+    calls: list[str]  # the calls it is about, in the order they started
+    start: Annotated[float, EpochSeconds]
+    end: Annotated[float, EpochSeconds]
 
 
 CALL_COLUMNS: tuple[str, ...] = tuple(CallRecord.__annotations__)

@@ -156,6 +156,32 @@ _FLAG_DESCRIPTIONS: dict[Flag, str] = {
 }
 
 
+class Certainty(StrEnum):
+    """How sure "it ran more than once" is (analyzer/across/repeated_runs.py)."""
+
+    CERTAIN = "certain"
+    POSSIBLE = "possible"
+
+    @property
+    def description(self) -> str:
+        return _CERTAINTY_DESCRIPTIONS[self]
+
+
+_CERTAINTY_DESCRIPTIONS: dict[Certainty, str] = {
+    Certainty.CERTAIN: "Two or more of its attempts answered with a result: the tool ran more than once.",
+    Certainty.POSSIBLE: (
+        "An attempt whose effects are unknown (no answer, a cut stream, a 5xx) was sent again and reached the "
+        "server: the tool may have run more than once."
+    ),
+}
+
+
+# The per-call facts that "ran more than once" (analyzer/across/repeated_runs.py) answers for: the export keeps
+# them on each call (its stable shape); the page and the summaries show the one answer instead, so that a
+# reader gets one count for one question.
+RAN_TWICE_FLAGS = frozenset({Flag.DUPLICATE_EXECUTION, Flag.UNSAFE_RETRY})
+
+
 # Flags that put a success in doubt: the call did not fail by its outcome, but what came back (or what the
 # server wrote meanwhile) says something went wrong. The incident document lists such calls apart.
 DOUBTED_SUCCESS = frozenset(
@@ -301,7 +327,9 @@ def vocabulary_data() -> dict[str, Any]:
             for o in Outcome
         ],
         "layers": [layer.value for layer in Layer],
-        "flags": [{"name": f.value, "description": f.description} for f in Flag],
+        # A flag that feeds "ran more than once" is not shown on its own: the page shows that answer.
+        "flags": [{"name": f.value, "description": f.description, "shown": f not in RAN_TWICE_FLAGS} for f in Flag],
+        "certainties": [{"name": c.value, "description": c.description} for c in Certainty],
         "origins": [
             {"name": o.value, "failure_retry": o.retries_a_failure, "description": o.description} for o in RetryOrigin
         ],

@@ -11,9 +11,10 @@ from typing import TYPE_CHECKING, Any
 
 from mcp_blackbox.analyzer.across.call_stream import DEFAULT_WINDOW, CallStream
 from mcp_blackbox.analyzer.across.executions import DuplicateExecution
+from mcp_blackbox.analyzer.across.repeated_runs import RanMoreThanOnce
 from mcp_blackbox.analyzer.across.retries import RetryGroup
 from mcp_blackbox.analyzer.calls.classify import CaptureFacts, protocol_version
-from mcp_blackbox.analyzer.model.contract import CallRecord
+from mcp_blackbox.analyzer.model.contract import CallRecord, FindingRecord
 from mcp_blackbox.analyzer.model.records import Call, Exchange
 from mcp_blackbox.analyzer.outputs.call_record import call_record
 from mcp_blackbox.analyzer.outputs.export import iter_records
@@ -39,6 +40,8 @@ class Analysis(ReadFigures):
     # --since/--until: the calls above are those that started in it (CallStream.range_record says the rest)
     time_range: TimeRange | None = None
     range: dict[str, Any] | None = None
+    findings: list[FindingRecord] = field(default_factory=list)  # named patterns across calls
+    ran_more_than_once: list[RanMoreThanOnce] = field(default_factory=list)  # "did it run twice?"
 
     @cached_property
     def calls(self) -> list[CallRecord]:
@@ -102,6 +105,8 @@ def analyze(
         stream.auth_steps,
         time_range,
         stream.range_record(),
+        stream.findings,
+        stream.ran_more_than_once,
     )
 
 

@@ -7,6 +7,7 @@ from mcp_blackbox.analyzer.model.contract import CALL_COLUMNS, CallRecord, Endin
 from mcp_blackbox.analyzer.model.records import Call
 from mcp_blackbox.analyzer.model.vocabulary import Outcome
 from mcp_blackbox.analyzer.outputs.wallclock import iso_utc
+from mcp_blackbox.analyzer.wire.inputs import capture_name
 
 COLUMNS = list(CALL_COLUMNS)  # the CSV's and the frame's columns: CallRecord's keys, in order
 STDERR_LIMIT = 50  # stderr lines a call's record carries (the first ones: an exception's start is there)
@@ -53,7 +54,7 @@ def call_record(call: Call, version: str | None) -> CallRecord:
         arguments_digest=call.request.facts.digest if call.request.facts is not None else None,
         protocol_version=version,
         evidence=list(call.evidence),
-        source=exchange.source,
+        source=capture_name(exchange.source),  # the file's name, not the machine's directories
         carrier=exchange.transport,  # http or stdio
         endpoint=exchange.endpoint,  # the URL without its query, or stdio://<the server's command>
         stderr=_stderr(call),

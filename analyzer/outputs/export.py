@@ -12,9 +12,11 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from typing import IO, Any, Protocol
 
+from mcp_blackbox.analyzer.across.repeated_runs import RanMoreThanOnce
 from mcp_blackbox.analyzer.calls.classify import CaptureFacts, protocol_version
-from mcp_blackbox.analyzer.model.contract import CallRecord
+from mcp_blackbox.analyzer.model.contract import CallRecord, FindingRecord
 from mcp_blackbox.analyzer.model.records import Call
+from mcp_blackbox.analyzer.model.vocabulary import Certainty
 from mcp_blackbox.analyzer.outputs.call_record import COLUMNS, call_record
 from mcp_blackbox.analyzer.redaction.redactor import Redactor
 
@@ -26,6 +28,8 @@ class Analyzed(Protocol):
     facts: CaptureFacts
     retry_groups: list[Any]
     duplicate_executions: list[Any]
+    ran_more_than_once: list[RanMoreThanOnce]
+    findings: list[FindingRecord]
     stream_events: list[dict[str, Any]]
     auth_steps: list[dict[str, Any]]
     notes: list[str]
@@ -78,11 +82,19 @@ class Tally:
             "retry_groups": len(analysis.retry_groups),
             "retries_by_origin": dict(Counter(g.origin for g in analysis.retry_groups).most_common()),
             "duplicate_executions": len(analysis.duplicate_executions),
+            "ran_more_than_once": ran_more_than_once_counts(analysis.ran_more_than_once),
+            "findings": len(analysis.findings),
             "stream_events": len(analysis.stream_events),
             "auth_steps": len(analysis.auth_steps),
             "read_problems": analysis.read_problems,
             "notes": analysis.notes,
         }
+
+
+def ran_more_than_once_counts(entries: Iterable[RanMoreThanOnce]) -> dict[str, int]:
+    """How many writes ran more than once, by certainty: every certainty named, none omitted."""
+    counted = Counter(entry.certainty for entry in entries)
+    return {certainty.value: counted[certainty] for certainty in Certainty}
 
 
 def summarize(analysis: Analyzed, records: Iterable[CallRecord]) -> dict[str, Any]:
@@ -121,6 +133,13 @@ def write_json(analysis: Analyzed, out: IO[str], *, redact: bool = True) -> None
     out.write(json.dumps([Redactor.of(redact).stream_event(e) for e in analysis.stream_events], default=str))
     out.write(',\n"duplicate_executions": ')
     out.write(json.dumps([d.record() for d in analysis.duplicate_executions], default=str))
+    out.write(',\n"ran_more_than_once": [')
+    for number, entry in enumerate(analysis.ran_more_than_once):
+        out.write(",\n " if number else "\n ")
+        out.write(json.dumps(entry.record(), default=str))
+    out.write('\n],\n"findings": ')
+    findings = [Redactor.of(redact).finding(f) for f in analysis.findings]
+    out.write(json.dumps(findings, indent=1, default=str))
     out.write(',\n"summary": ')
     out.write(json.dumps(tally.summary(analysis), indent=1, default=str))
     out.write(',\n"skipped": ')

@@ -13,7 +13,7 @@ import functools
 from collections.abc import Mapping
 from typing import Any
 
-from mcp_blackbox.analyzer.model.contract import CallRecord, ClientRecord, StderrRecord
+from mcp_blackbox.analyzer.model.contract import CallRecord, ClientRecord, FindingRecord, StderrRecord
 from mcp_blackbox.analyzer.model.vocabulary import Transport
 from mcp_blackbox.analyzer.redaction.redact import redact_headers, redact_text, redact_url
 
@@ -92,6 +92,15 @@ class Redactor:
         """A refused stream or DELETE (CallStream.stream_events): ``what`` quotes the server."""
         return {**event, "what": self.text(event["what"])}
 
+    def finding(self, finding: FindingRecord) -> FindingRecord:
+        """A finding across calls (analyzer/across/patterns): its text quotes what servers said."""
+        return {
+            **finding,
+            "title": self.text(finding["title"]),
+            "summary": self.text(finding["summary"]),
+            "evidence": [self.line(line) for line in finding["evidence"]],
+        }
+
 
 class AsCaptured(Redactor):
     """``--no-redact``: a peer's text as the capture has it, secrets included."""
@@ -121,6 +130,9 @@ class AsCaptured(Redactor):
 
     def stream_event(self, event: dict[str, Any]) -> dict[str, Any]:
         return event
+
+    def finding(self, finding: FindingRecord) -> FindingRecord:
+        return finding
 
 
 REDACTED = Redactor()

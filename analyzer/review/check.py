@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from mcp_blackbox.analyzer.model.contract import CallRecord, RetryGroupRecord
 from mcp_blackbox.analyzer.model.vocabulary import Flag, Layer, Outcome, RetryOrigin, is_failure
 from mcp_blackbox.analyzer.redaction.redactor import REDACTED
+from mcp_blackbox.analyzer.wire.inputs import capture_names
 
 if TYPE_CHECKING:
     from mcp_blackbox.analyzer.outputs.analysis import Analysis
@@ -100,18 +101,19 @@ class Allowance:
     name: str
     selectors: tuple[tuple[str, str], ...] = ()
 
-    def selects(self, call: Mapping[str, Any], capture: str) -> bool:
+    def selects(self, call: Mapping[str, Any], capture: str, path: str = "") -> bool:
+        """``capture``: the call's capture as the outputs name it; ``path``: the file as it was read."""
         for key, value in self.selectors:
             if key == "capture":
-                if value not in (call["source"], os.path.basename(call["source"]), capture):
+                if value not in (call["source"], os.path.basename(call["source"]), capture, path):
                     return False
             elif str(call[{"call": "call_id"}.get(key, key)]) != value:
                 return False
         return True
 
-    def covers(self, call: Mapping[str, Any], hit: str, capture: str) -> bool:
+    def covers(self, call: Mapping[str, Any], hit: str, capture: str, path: str = "") -> bool:
         """Whether this allowance excuses ``hit`` (a name from ``failed_on``) on this call."""
-        if not self.selects(call, capture):
+        if not self.selects(call, capture, path):
             return False
         if hit == call["outcome"]:
             return self.name in (hit, call["layer"])
@@ -279,7 +281,7 @@ class Gate:
         return self.exit_code == 0
 
     def capture_name(self, source: str) -> str:
-        """The capture by its file name, or by its path where two share a name."""
+        """The capture as the outputs name it (``short_sources``)."""
         return short_sources(self.captures).get(source, source)
 
     def counts(self) -> str:
@@ -334,14 +336,17 @@ def judge(
     groups = {group.group_id: group.record() for group in analysis.retry_groups}
     servers = {call.call_id: call.exchange.server for call in analysis.call_objects}
     captures = list(captures)
-    short = short_sources([*captures, *(call["source"] for call in analysis.calls)])
+    # The export's "source" is the file's name (analyzer/wire/inputs.py capture_names): the gate reads the path.
+    paths = {call.call_id: call.exchange.source for call in analysis.call_objects}
+    short = short_sources([*captures, *paths.values()])
     used: set[str] = set()
     judged = []
     for call in analysis.calls:
-        capture = short[call["source"]]
+        path = paths[call["call_id"]]
+        capture = short[path]
         hits = failed_on(call, names)
         protocol = None if strict else _protocol_start(call, hits, groups)
-        remaining, allowed_by = _excuse(call, hits, protocol, allowances, capture, used)
+        remaining, allowed_by = _excuse(call, hits, protocol, allowances, (capture, path), used)
         judged.append(
             Judged(
                 call=call,
@@ -377,7 +382,12 @@ def _host_port(server: str) -> str:
 
 
 def _excuse(
-    call: CallRecord, hits: list[str], protocol: str | None, allowances: list[Allowance], capture: str, used: set[str]
+    call: CallRecord,
+    hits: list[str],
+    protocol: str | None,
+    allowances: list[Allowance],
+    capture: tuple[str, str],  # its name in the outputs, its file as read
+    used: set[str],
 ) -> tuple[list[str], list[str]]:
     """Which of ``hits`` still fail the call, and what excused the others: for its outcome, the protocol's own
     start (``protocol``, from expected_by_protocol), else the allowances that cover the hit, each named once
@@ -388,7 +398,7 @@ def _excuse(
         if protocol is not None and hit == call["outcome"]:
             allowed_by.append(protocol)
             continue
-        by = [a.spec for a in allowances if a.covers(call, hit, capture)]
+        by = [a.spec for a in allowances if a.covers(call, hit, *capture)]
         if by:
             used.update(by)
             allowed_by.extend(f"--allow {spec}" for spec in by if f"--allow {spec}" not in allowed_by)
@@ -430,7 +440,6 @@ def call_line(judged: Judged) -> str:
 
 
 def short_sources(sources: Iterable[str]) -> dict[str, str]:
-    """Each capture by its file name, or by its path where two share a name."""
-    sources = list(dict.fromkeys(sources))
-    names = [os.path.basename(source) or source for source in sources]
-    return {s: n if names.count(n) == 1 else s for s, n in zip(sources, names, strict=True)}
+    """Each capture by its file name, or by as few of its directories as tell two of one name apart
+    (analyzer/wire/inputs.py ``capture_names``: every output names captures so)."""
+    return capture_names(sources)

@@ -9,10 +9,10 @@ with the second. The server is named by host and path, not port: a test server l
 each run.
 
 Worse (``regressions``): a matched request that did not fail and now does, a failing request with no
-counterpart before, a request that succeeded at once and now needs a retry (``needs_retry``), a write run
-twice or an unsafe replay that was not there before, and a tool whose p95 latency grew past
-``latency_ratio`` (with enough calls on both sides to say so). A request that failed, was retried and
-succeeded is no new failure: it is where it needs a retry that it got worse.
+counterpart before, a request that succeeded at once and now needs a retry (``needs_retry``), a write that
+ran more than once (certainly or possibly: analyzer/across/repeated_runs.py) more often than before, and a
+tool whose p95 latency grew past ``latency_ratio`` (with enough calls on both sides to say so). A request
+that failed, was retried and succeeded is no new failure: it is where it needs a retry that it got worse.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from mcp_blackbox.analyzer.model.contract import CallRecord
-from mcp_blackbox.analyzer.model.vocabulary import Safety, is_failure
+from mcp_blackbox.analyzer.model.vocabulary import is_failure
 from mcp_blackbox.analyzer.outputs.analysis import Analysis
 from mcp_blackbox.analyzer.outputs.export import iter_records
 
@@ -46,8 +46,8 @@ class Side:
     chains: dict[str, dict[str, Any]] = field(default_factory=dict)  # first attempt's id -> its group's record
     later: set[str] = field(default_factory=set)  # ids of the attempts after a chain's first
     retries: Counter[tuple[str, str]] = field(default_factory=Counter)  # (origin, what) of failure retries
-    twice: Counter[tuple[str, str]] = field(default_factory=Counter)  # (tool, arguments digest) run again
-    unsafe: Counter[str] = field(default_factory=Counter)  # what an unsafe replay repeated
+    # (tool, arguments digest, certainty) of each write that ran more than once
+    twice: Counter[tuple[str, str, str]] = field(default_factory=Counter)
 
     @classmethod
     def of(cls, analysis: Analysis, *, redact: bool = True) -> Side:
@@ -63,10 +63,8 @@ class Side:
             side.later.update(members[1:])
             if group["failure_retry"]:
                 side.retries[(group["origin"], _what(first))] += 1
-            if Safety(group["safety"]).is_unsafe:
-                side.unsafe[_what(first)] += 1
-        for duplicate in analysis.duplicate_executions:
-            side.twice[(duplicate.tool or "", duplicate.arguments_digest)] += 1
+        for entry in analysis.ran_more_than_once:
+            side.twice[(entry.tool, entry.arguments_digest, entry.certainty.value)] += 1
         return side
 
     @property
@@ -105,9 +103,8 @@ def diff(before: Side, after: Side, *, latency_ratio: float = DEFAULT_LATENCY_RA
     fixed += [_one_side(b, "before", before) for b in only_before if before.state(b) == "failed"]
     latency = _latency(before.calls, after.calls, latency_ratio)
     retries = _counted_changes(before.retries, after.retries, lambda key: f"{key[0]}: {key[1]}")
-    twice = _counted_changes(before.twice, after.twice, lambda key: f"{key[0]} (arguments {key[1][:10]})")
-    unsafe = _counted_changes(before.unsafe, after.unsafe, str)
-    counted = {"write run twice": twice, "unsafe replay": unsafe}  # more retries: needs_retry, a line per request
+    twice = _counted_changes(before.twice, after.twice, lambda key: f"{key[0]} (arguments {key[1][:10]}), {key[2]}")
+    counted = {"ran more than once": twice}  # more retries: needs_retry, a line per request
     return {
         "calls": {
             "before": len(before.calls),
@@ -124,8 +121,7 @@ def diff(before: Side, after: Side, *, latency_ratio: float = DEFAULT_LATENCY_RA
         "only_before": len(only_before),
         "only_after": len(only_after),
         "retries": retries,
-        "duplicate_executions": twice,
-        "unsafe_replays": unsafe,
+        "ran_more_than_once": twice,
         "latency": latency,
         "regressions": _regressions(new_failures, needs_retry, counted, latency),
     }

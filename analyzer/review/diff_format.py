@@ -73,11 +73,7 @@ def diff_text(result: dict[str, Any], before: str, after: str) -> str:
         for entry in entries:
             was, now = _ids(entry)
             lines.append(f"  {was} -> {now} {entry['what']}: {_verdicts(entry)}")
-    for title, key in (
-        ("retry chains", "retries"),
-        ("writes executed more than once", "duplicate_executions"),
-        ("unsafe replays", "unsafe_replays"),
-    ):
+    for title, key in (("retry chains", "retries"), ("ran more than once", "ran_more_than_once")):
         lines.append(f"{title}:" + (" no change" if not result[key] else ""))
         lines += [f"  {row['what']}: {row['before']} -> {row['after']}" for row in result[key]]
     if result["latency"]:
@@ -89,7 +85,7 @@ def diff_text(result: dict[str, Any], before: str, after: str) -> str:
         lines.append(f"WORSE: {len(result['regressions'])} regression(s)")
         lines += [f"  {line}" for line in result["regressions"]]
     else:
-        lines.append("NOT WORSE: no new failure, new retry, duplicate execution, unsafe replay or slower tool")
+        lines.append("NOT WORSE: no new failure, new retry, write run more than once or slower tool")
     return "\n".join(lines) + "\n"
 
 
@@ -100,7 +96,7 @@ def diff_markdown(result: dict[str, Any], before: str, after: str) -> str:
     verdict = (
         f"**Worse:** {len(result['regressions'])} regression(s)."
         if result["regressions"]
-        else "**Not worse:** no new failure, new retry, duplicate execution, unsafe replay or slower tool."
+        else "**Not worse:** no new failure, new retry, write run more than once or slower tool."
     )
     lines = [
         "# MCP capture diff",
@@ -156,16 +152,15 @@ def _linked(call_id: str) -> str:
 
 
 def _repetition_section(result: dict[str, Any]) -> list[str]:
-    """One table of what changed in the retry chains, the writes run twice and the unsafe replays."""
+    """One table of what changed in the retry chains and the writes that ran more than once."""
     changes = [
         (title, row)
-        for title, key in (("retry chain", "retries"), ("write run twice", "duplicate_executions"),
-                           ("unsafe replay", "unsafe_replays"))
+        for title, key in (("retry chain", "retries"), ("ran more than once", "ran_more_than_once"))
         for row in result[key]
-    ]  # fmt: skip
+    ]
     if not changes:
         return []
-    lines = ["## Retries, duplicate executions, unsafe replays", "", "| what | | before | after |"]
+    lines = ["## Retries, writes run more than once", "", "| what | | before | after |"]
     lines += ["|---|---|---:|---:|"]
     lines += [f"| {title} | {text(row['what'])} | {row['before']} | {row['after']} |" for title, row in changes]
     lines.append("")

@@ -34,19 +34,22 @@ from mcp_blackbox.analyzer.calls.anatomy import describe, ending
 from mcp_blackbox.analyzer.model.contract import ClientRecord
 from mcp_blackbox.analyzer.model.noteworthy import noteworthy
 from mcp_blackbox.analyzer.model.records import Call, Exchange
-from mcp_blackbox.analyzer.model.vocabulary import Flag, Outcome, Safety, vocabulary_data
+from mcp_blackbox.analyzer.model.vocabulary import Certainty, Outcome, vocabulary_data
 from mcp_blackbox.analyzer.outputs.analysis import Analysis, analyze
 from mcp_blackbox.analyzer.outputs.call_record import reason
+from mcp_blackbox.analyzer.outputs.export import ran_more_than_once_counts
 from mcp_blackbox.analyzer.read.extract import decode_body
 from mcp_blackbox.analyzer.read.load import LoadReport, read_exchanges
 from mcp_blackbox.analyzer.read.stdio_load import is_stdio_capture, stdio_exchanges
 from mcp_blackbox.analyzer.read.time_range import range_lines
 from mcp_blackbox.analyzer.redaction.redactor import Redactor
 from mcp_blackbox.analyzer.review.captured import captured_facts
-from mcp_blackbox.analyzer.wire.inputs import expand_captures
+from mcp_blackbox.analyzer.review.top_errors import top_errors
+from mcp_blackbox.analyzer.wire.inputs import capture_name, capture_names, expand_captures
 from mcp_blackbox.analyzer.wire.sse_framing import split_sse
 
 DETAIL_LIMIT = 3000  # calls whose bytes the report carries (failures and retries first)
+RAN_TWICE_SHOWN = 20  # writes that ran more than once, listed whole in the header (all are counted)
 # Above this many calls the uneventful ones are aggregated per lane and time bucket (see ``eventful``): one row
 # per call would make a page of about 300 bytes a call, too big for a browser at a million calls.
 AGGREGATE_ABOVE = 50_000
@@ -59,15 +62,17 @@ AGGREGATE_COLUMNS = [
 ]  # fmt: skip
 BODY_LIMIT = 16_384  # characters of one body shown
 TICK_LIMIT = 50  # SSE event ticks drawn per call
+TOP_ERRORS = 10  # errors listed in the header, each a filter (review/top_errors.py groups them)
 LANE_KINDS = {"connection": "conn", "sse-session": "sse", "stdio": "stdio"}  # short names in the timeline's lane labels
 LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 # A row per call. t0: microseconds after the previous row's t0 (the first row's: after the first call), dur:
-# microseconds; group: index into ``groups``; client: index into ``clients``; STRING_COLUMNS: index into
+# microseconds; group: index into ``groups``; client: index into ``clients``; source: into meta.captures; error:
+# into meta.top_errors (null: not a failure, or one of the rarer errors); STRING_COLUMNS: index into
 # ``strings`` (whose entry 0 is null). The page derives the layer (the outcome's) and the attempt (the call's
 # place in its group's members).
 COLUMNS = [
     "id", "lane", "method", "tool", "rpc_id", "outcome", "status", "flags", "t0", "dur",
-    "group", "origin", "confidence", "source", "verdict", "error_code", "client", "carrier",
+    "group", "origin", "confidence", "source", "verdict", "error_code", "client", "carrier", "error",
 ]  # fmt: skip
 STRING_COLUMNS = ["method", "tool", "outcome", "flags", "origin", "confidence", "verdict", "carrier"]
 STDERR_SHOWN = 200  # stderr lines of one call carried in its details (the timeline ticks them all, up to TICK_LIMIT)
@@ -127,6 +132,7 @@ def build_report(
     sources = [str(p) for p in paths]
     analysis = analysis if analysis is not None else analyze(sources)
     every = analysis.call_objects
+    files = _capture_files(sources, every)  # each file read, as the user named it or its directory held it
     origin, end = _span(every)
     lanes = _lane_indices(every)
     calls, quiet = _split_quiet_calls(analysis, aggregate_above)
@@ -135,14 +141,19 @@ def build_report(
     # The table numbers each text where it is first indexed: in the rows, the aggregates, then the lanes, lane
     # groups, clients, groups and anatomy below. Moving a step renumbers the strings of the same report.
     redactor = Redactor.of(redact)  # every peer's word on the page passes through it
-    rows = _rows(calls, origin, lanes, clients, sources, analysis.retry_groups, table, redactor)
+    rows = _rows(calls, origin, lanes, clients, files, analysis.retry_groups, table, redactor)
+    errors = _top_errors(calls, rows, table)
     row_of = {call.call_id: n for n, call in enumerate(calls)}
     # The details are read again from the files the analysis decoded: not those wholly outside the range.
     read = [s for s in sources if s not in (analysis.range or {}).get("captures_not_read", ())]
     details = _details(read, _worth_opening(calls, ran_more_than_once(analysis)), origin, redactor)
-    lane_records, lane_groups = _lanes(every, lanes, sources)
+    lane_records, lane_groups = _lanes(every, lanes, files)
     aggregates, bucket_ms = _aggregates(quiet, origin, lanes, end, table)
     meta = _meta(analysis, sources, origin, redactor)
+    # The captures by name (analyzer/wire/inputs.py capture_names): a page made to be shared names no directory.
+    names = capture_names(files)
+    meta["captures"] = [names[f] for f in files]
+    meta["top_errors"] = errors
     if analysis.time_range is not None:  # --since/--until: said in the header (the key only then: no change else)
         meta["range"] = range_lines(analysis.time_range, analysis.range)
     meta.update(aggregated=len(quiet), aggregate_above=aggregate_above, bucket_ms=bucket_ms, rows=len(rows))
@@ -181,6 +192,27 @@ def _span(calls: list[Call]) -> tuple[float, float]:
     return origin, end
 
 
+def _capture_files(sources: list[str], calls: list[Call]) -> dict[str, int]:
+    """Each capture file by its index in meta.captures: the arguments' files (a directory's, a glob's), in order,
+    then any other a call came from."""
+    files = dict.fromkeys([*expand_captures(sources), *(c.exchange.source for c in calls)])
+    return {f: n for n, f in enumerate(files)}
+
+
+def _top_errors(calls: list[Call], rows: list[list[Any]], table: StringTable) -> list[dict[str, Any]]:
+    """The TOP_ERRORS most frequent errors of the failed calls (review/top_errors.py: the reasons with the
+    figures that differ set aside), each with its count and first call; each failed call's row gets its
+    error's index (column ``error``)."""
+    verdict, error = COLUMNS.index("verdict"), COLUMNS.index("error")
+    strings = table.strings
+    failed = [(n, c) for n, c in enumerate(calls) if c.outcome is not None and c.outcome.is_failure]
+    errors = top_errors((c.call_id, str(c.outcome), str(strings[rows[n][verdict]])) for n, c in failed)[:TOP_ERRORS]
+    index = {call_id: k for k, e in enumerate(errors) for call_id in e.calls}
+    for n, call in failed:
+        rows[n][error] = index.get(call.call_id)
+    return [{"outcome": e.outcome, "error": e.error, "count": e.count, "first": e.first} for e in errors]
+
+
 def _lane_indices(calls: list[Call]) -> dict[str, int]:
     """Each lane's index, in the order the lanes start."""
     lanes: dict[str, int] = {_lane_key(call): 0 for call in calls}
@@ -204,7 +236,7 @@ def _rows(
     origin: float,
     lanes: dict[str, int],
     clients: dict[str, int],
-    paths: list[str],
+    files: dict[str, int],
     groups: list[RetryGroup],
     table: StringTable,
     redactor: Redactor,
@@ -213,7 +245,7 @@ def _rows(
     group_index = {g.group_id: n for n, g in enumerate(groups)}
     rows, previous = [], 0
     for call in calls:
-        row = _row(call, origin, lanes, clients, paths, group_index, table, redactor)
+        row = _row(call, origin, lanes, clients, files, group_index, table, redactor)
         row[8], previous = row[8] - previous, row[8]  # t0 as the step from the previous row
         rows.append(row)
     return rows
@@ -321,7 +353,7 @@ def _lane_label(lane: str, address: str | None) -> str:
 
 
 def _lanes(
-    calls: list[Call], lanes: dict[str, int], paths: list[str]
+    calls: list[Call], lanes: dict[str, int], files: dict[str, int]
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The lanes in index order, each in a group: the capture its first call came from and that call's client
     lineage (calls without a client identity are a group of their own in their capture)."""
@@ -332,7 +364,7 @@ def _lanes(
     records = []
     for lane in lanes:
         call = first[lane]
-        source = paths.index(call.exchange.source) if call.exchange.source in paths else 0
+        source = files.get(call.exchange.source, 0)
         lineage = call.client.lineage if call.client is not None else None
         group = groups.setdefault((source, lineage), len(groups))
         address = call.client.address if call.client is not None else None
@@ -365,7 +397,7 @@ def _row(
     origin: float,
     lanes: dict[str, int],
     clients: dict[str, int],
-    paths: list[str],
+    files: dict[str, int],
     group_index: dict[str, int],
     table: StringTable,
     redactor: Redactor,
@@ -380,8 +412,8 @@ def _row(
         call.call_id, lane, s(call.method), s(call.tool), call.request.id, s(call.outcome), exchange.status,
         s(" ".join(call.flags)), round((call.request.t - origin) * 1e6), round(max(0.0, end - call.request.t) * 1e6),
         group_index.get(call.retry_group) if call.retry_group else None, s(call.retry_origin),
-        s(call.retry_confidence), paths.index(exchange.source) if exchange.source in paths else 0,
-        s(redactor.text(reason(call, ending(call)))), call.error_code, client, s(exchange.transport),
+        s(call.retry_confidence), files.get(exchange.source, 0),
+        s(redactor.text(reason(call, ending(call)))), call.error_code, client, s(exchange.transport), None,
     ]  # fmt: skip
 
 
@@ -417,8 +449,8 @@ def _worth_opening(calls: list[Call], duplicate_calls: set[str]) -> dict[str, Ca
 
 
 def ran_more_than_once(analysis: Analysis) -> set[str]:
-    """The ids of every run of a write executed more than once, the first run too."""
-    return {c.call_id for d in analysis.duplicate_executions for c in d.calls}
+    """The ids of every attempt of a write that ran more than once, the first one too."""
+    return {attempt.call_id for entry in analysis.ran_more_than_once for attempt in entry.attempts}
 
 
 def _details(paths: list[str], chosen: dict[str, Call], origin: float, redactor: Redactor) -> dict[str, Any]:
@@ -579,17 +611,18 @@ def _meta(analysis: Analysis, paths: list[str], origin: float, redactor: Redacto
         **_verdict_counts(analysis.call_objects),
         "flows_read": analysis.flows_read,
         "skipped": len(analysis.skipped),
-        "read_problems": [f"{p['source']}: {p['reason']}" for p in analysis.read_problems],
+        "read_problems": [f"{capture_name(p['source'])}: {p['reason']}" for p in analysis.read_problems],
         "notes": analysis.notes,
         "auth_steps": [
-            f"{a['step']}: {a['method']} {a['path']} (HTTP {a['status']})" for a in analysis.auth_steps[:20]
+            f"{a['step']}: {a['method']} {a['path']} "
+            + (f"(HTTP {a['status']})" if a["status"] is not None else "(no response)")
+            for a in analysis.auth_steps[:20]
         ],
         # A refused GET stream or DELETE: said once in the header, neither a call nor a failure.
         "stream_events": _stream_event_lines(analysis.stream_events[:20], redactor),
         **_repetition_counts(analysis),
-        # Flags whose card says what it counts in a visible sentence, not only in its tooltip (the card of
-        # DUPLICATE_EXECUTION's records already says its own).
-        "explained_flags": [Flag.UNSAFE_RETRY.value],
+        # Named patterns across calls (analyzer/across/patterns): the page opens with them.
+        "findings": [redactor.finding(f) for f in analysis.findings],
         "redacted": redactor.redacts,
         "detail_limit": DETAIL_LIMIT,
     }
@@ -618,16 +651,17 @@ def _stream_event_lines(events: list[dict[str, Any]], redactor: Redactor) -> lis
 
 
 def _repetition_counts(analysis: Analysis) -> dict[str, Any]:
-    """The retry groups, the unsafe replays among them, the repeated executions (the first 20 of them) and the
-    groups whose tool may have run twice, and every call of a repeated execution."""
-    groups = analysis.retry_groups
+    """The retry groups, and the one answer to "did it run twice?": the writes that ran more than once
+    (the first RAN_TWICE_SHOWN of them, whole), their count by certainty, and each of their attempts' call
+    with its certainty (the card's filter and the calls' pills; the list is cut, this is not)."""
+    entries = analysis.ran_more_than_once
     return {
-        "retry_groups": len(groups),
-        "unsafe_replays": sum(1 for g in groups if g.safety.is_unsafe),
-        "duplicate_executions": [d.record() for d in analysis.duplicate_executions[:20]],
-        "twice": sum(1 for g in groups if g.may_have_run_twice),
-        # Every call of a repeated execution (the card's filter); the list above is cut at 20.
-        "duplicate_calls": sorted({c.call_id for d in analysis.duplicate_executions for c in d.calls}),
+        "retry_groups": len(analysis.retry_groups),
+        "ran_more_than_once": [entry.record() for entry in entries[:RAN_TWICE_SHOWN]],
+        "ran_more_than_once_counts": ran_more_than_once_counts(entries),
+        "ran_more_than_once_calls": {
+            attempt.call_id: entry.certainty.value for entry in entries for attempt in entry.attempts
+        },
     }
 
 
@@ -663,7 +697,7 @@ def render_report(data: dict[str, Any]) -> str:
         vocabulary=vocabulary,
         failures={o["name"] for o in vocabulary["outcomes"] if o["failure"]},
         # The cards that count risks say what they count, in the vocabulary's own words.
-        explain={"unsafe_replay": Safety.UNSAFE.description, "duplicate": Flag.DUPLICATE_EXECUTION.description},
+        explain={certainty.value: certainty.description for certainty in Certainty},
         style=style,
         script=script,
         csp=content_security_policy(style, script),

@@ -1,11 +1,11 @@
 """``summary --format markdown``: the capture's story for an incident document.
 
-Sections in the order a review reads them: what was captured, what failed (by
-layer, with the first failure's time), successes in doubt (a flag of
-``DOUBTED_SUCCESS``: a swallowed exception on stderr, an empty result, an
-error-looking text), retries and who made them, writes executed more than
-once, unsafe replays, top errors, calls without an answer, and what the
-capture could not show. Calls are named by their stable ids (analyzer/across/call_ids.py), so
+Sections in the order a review reads them: the findings (named patterns across
+calls), what was captured, what failed (by layer, with the first failure's
+time), successes in doubt (a flag of ``DOUBTED_SUCCESS``: a swallowed exception
+on stderr, an empty result, an error-looking text), retries and who made them,
+the writes that ran more than once, top errors, calls without an answer, and
+what the capture could not show. Calls are named by their stable ids (analyzer/across/call_ids.py), so
 the document and the HTML report point at the same calls.
 
 Captured text (tool names, error messages, client names) is untrusted: the
@@ -22,15 +22,17 @@ from collections.abc import Iterable
 from typing import Any
 
 from mcp_blackbox.analyzer.calls.anatomy import describe
-from mcp_blackbox.analyzer.model.contract import CallRecord, RetryGroupRecord
-from mcp_blackbox.analyzer.model.vocabulary import DOUBTED_SUCCESS, Layer, RetryOrigin, Safety, is_failure
+from mcp_blackbox.analyzer.model.contract import AttemptRecord, CallRecord, RetryGroupRecord
+from mcp_blackbox.analyzer.model.vocabulary import DOUBTED_SUCCESS, Certainty, Layer, RetryOrigin, is_failure
 from mcp_blackbox.analyzer.outputs.analysis import Analysis
-from mcp_blackbox.analyzer.outputs.export import iter_records
+from mcp_blackbox.analyzer.outputs.export import iter_records, ran_more_than_once_counts
 from mcp_blackbox.analyzer.outputs.wallclock import iso_utc
 from mcp_blackbox.analyzer.read.time_range import range_lines
 from mcp_blackbox.analyzer.redaction.redactor import Redactor
 from mcp_blackbox.analyzer.review.captured import captured_facts
 from mcp_blackbox.analyzer.review.check import short_sources
+from mcp_blackbox.analyzer.review.said import attempt_said, finding_head, ran_twice_counts, ran_twice_head
+from mcp_blackbox.analyzer.review.top_errors import top_errors
 
 LISTED = 20  # rows of one list before "and N more"
 MARKUP = re.compile(r"([\\`*_\[\]<>|!&~#@])")  # what can open emphasis, code, links, HTML, entities, cells
@@ -58,12 +60,12 @@ def summary_markdown(analysis: Analysis, paths: list[str], *, redact: bool = Tru
     groups = [g.record() for g in analysis.retry_groups]
     sections = [
         ["# MCP capture summary", ""],
+        _findings(analysis, Redactor.of(redact)),
         _captured(analysis, paths, records),
         _failed(records),
         _doubted(records),
         _retries(groups),
-        _duplicates(analysis),
-        _unsafe(groups),
+        _ran_more_than_once(analysis),
         _top_errors(records),
         _unanswered(records),
         _not_shown(analysis, Redactor.of(redact)),
@@ -155,50 +157,50 @@ def _retries(groups: list[RetryGroupRecord]) -> list[str]:
     return lines + _more(len(groups)) + [""]
 
 
-def _duplicates(analysis: Analysis) -> list[str]:
-    lines = ["## Writes executed more than once", ""]
-    duplicates = [d.record() for d in analysis.duplicate_executions]
-    if not duplicates:
+def _findings(analysis: Analysis, redactor: Redactor) -> list[str]:
+    """Named patterns across calls, each with its evidence and its calls; none: no section."""
+    if not analysis.findings:
+        return []
+    lines = ["## Findings", ""]
+    for finding in (redactor.finding(f) for f in analysis.findings):
+        lines.append(f"- **{finding_head(finding, text)}** ({iso_utc(finding['start'])} to {iso_utc(finding['end'])})")
+        lines += [f"  - {text(line)}" for line in finding["evidence"]]
+        if finding["calls"]:
+            lines.append(f"  - Calls: {refs(finding['calls'])}")
+    return [*lines, ""]
+
+
+def _ran_more_than_once(analysis: Analysis) -> list[str]:
+    lines = ["## Ran more than once", ""]
+    entries = [entry.record() for entry in analysis.ran_more_than_once]
+    if not entries:
         return [*lines, "None: no tool that is not read-only or idempotent ran twice with the same arguments.", ""]
-    lines.append(
-        "The same client ran a tool not marked read-only or idempotent again, with identical arguments, "
-        "after an earlier execution that completed or may have:"
-    )
-    lines.append("")
-    for d in duplicates[:LISTED]:
-        runs = ", ".join(f"{ref(c)} ({e})" for c, e in zip(d["calls"], d["executions"], strict=True))
-        lines.append(f"- {text(d['tool'])} (arguments `{d['arguments_digest'][:10]}`, client {d['lineage']}): {runs}")
-    return lines + _more(len(duplicates)) + [""]
+    counted = ran_twice_counts(ran_more_than_once_counts(analysis.ran_more_than_once))
+    meaning = " ".join(f"*{certainty.value.capitalize()}*: {certainty.description}" for certainty in Certainty)
+    lines += [f"{counted}. {meaning}", ""]
+    for entry in entries[:LISTED]:
+        lines.append(f"- {ran_twice_head(entry, text)}")
+        lines += [f"  - {_attempt(attempt)}" for attempt in entry["attempts"]]
+    return lines + _more(len(entries)) + [""]
 
 
-def _unsafe(groups: list[RetryGroupRecord]) -> list[str]:
-    lines = ["## Unsafe replays", ""]
-    unsafe = [g for g in groups if Safety(g["safety"]).is_unsafe]
-    if not unsafe:
-        return [*lines, "None.", ""]
-    lines += [f"{Safety.UNSAFE.description} Retry chains:", ""]
-    for group in unsafe[:LISTED]:
-        twice = "; the tool may have run twice" if group["may_have_run_twice"] else ""
-        lines.append(f"- {group['retry_group']}: {' → '.join(ref(m) for m in group['members'])}{twice}")
-    return lines + _more(len(unsafe)) + [""]
+def _attempt(attempt: AttemptRecord) -> str:
+    """An attempt's line, its call id as a code span like every other reference."""
+    said = attempt_said(attempt)
+    return ref(attempt["call_id"]) + said[len(attempt["call_id"]) :]
 
 
 def _top_errors(records: list[CallRecord]) -> list[str]:
+    """The failed calls grouped by error, the figures that differ between calls set aside (review/top_errors.py)."""
     lines = ["## Top errors", ""]
-    counted: Counter[tuple[str, str]] = Counter()
-    example: dict[tuple[str, str], str] = {}
-    for record in records:
-        if not is_failure(record["outcome"]):
-            continue
-        key = (record["outcome"], record["reason"])
-        counted[key] += 1
-        example.setdefault(key, record["call_id"])
-    if not counted:
+    failed = ((r["call_id"], str(r["outcome"]), r["reason"]) for r in records if is_failure(r["outcome"]))
+    errors = top_errors(failed)
+    if not errors:
         return [*lines, "None.", ""]
     lines += ["| count | outcome | error | first |", "|---:|---|---|---|"]
-    for (outcome, reason), count in counted.most_common(LISTED):
-        lines.append(f"| {count} | {outcome} | {text(reason)} | {ref(example[(outcome, reason)])} |")
-    return lines + _more(len(counted)) + [""]
+    for error in errors[:LISTED]:
+        lines.append(f"| {error.count} | {error.outcome} | {text(error.error)} | {ref(error.first)} |")
+    return lines + _more(len(errors)) + [""]
 
 
 def _unanswered(records: list[CallRecord]) -> list[str]:

@@ -1,4 +1,5 @@
-"""The terminal summary: counts, the calls that did not succeed, the retry chains; 80 columns."""
+"""The terminal summary: the findings, counts, the calls that did not succeed, the writes that ran more than
+once, the retry chains; 80 columns."""
 
 from __future__ import annotations
 
@@ -7,11 +8,13 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
-from mcp_blackbox.analyzer.model.contract import CallRecord
+from mcp_blackbox.analyzer.model.contract import CallRecord, FindingRecord, RanMoreThanOnceRecord
 from mcp_blackbox.analyzer.model.noteworthy import noteworthy
+from mcp_blackbox.analyzer.model.vocabulary import RAN_TWICE_FLAGS
 from mcp_blackbox.analyzer.outputs.analysis import Analysis, CallStream
 from mcp_blackbox.analyzer.outputs.export import Tally, iter_records
 from mcp_blackbox.analyzer.read.time_range import range_lines
+from mcp_blackbox.analyzer.review.said import attempt_said, ran_twice_counts, ran_twice_head
 
 INDENT = "    "
 
@@ -19,27 +22,28 @@ INDENT = "    "
 def summary_text(analysis: Analysis | CallStream, width: int = 80) -> str:
     """From a CallStream, as its calls become final: only the lines of the calls to look at are kept.
 
-    The counts, the calls to look at, the writes executed more than once, the retry chains; the last two
-    are read once every call has been (a CallStream knows them only then)."""
+    The findings, the counts, the calls to look at, the writes that ran more than once, the retry chains;
+    all but the calls are read once every call has been (a CallStream knows them only then)."""
     tally, failing, ran_again, settled, senders = Tally(), [], set[str](), 0, Counter[str]()
     for call in iter_records(analysis):
         tally.add(call)
         if call["client"] and (process := call["client"]["process"]):
             senders[f"pid {process['pid']} ({process['name']})"] += 1
         # A stream settles a duplicate execution after its first run is final: that run is listed with the
-        # writes executed more than once below; the later ones (flagged) are listed here too.
+        # writes that ran more than once below; the later ones (flagged) are listed here too.
         for duplicate in analysis.duplicate_executions[settled:]:
             ran_again.update(duplicate.record()["calls"])
         settled = len(analysis.duplicate_executions)
         failing += _call_to_look_at(call, width, call["call_id"] in ran_again)
-    # --since/--until first: every count below is of the calls in the range.
-    lines = [line for said in range_lines(analysis.time_range, analysis.range_record()) for line in wrap(said, width)]
+    lines = _finding_lines(analysis.findings, width)
+    # --since/--until before the counts: every count below is of the calls in the range.
+    lines += [line for said in range_lines(analysis.time_range, analysis.range_record()) for line in wrap(said, width)]
     lines += _count_lines(tally.summary(analysis), width)
     if senders:  # measured by the recorder (addon/peer_process.py): the processes that sent the calls
         lines += counts("client processes:", dict(senders.most_common(10)), width)
     if failing:
         lines += ["", "calls to look at:", *failing]
-    lines += _duplicate_lines(analysis, width)
+    lines += _ran_twice_lines([entry.record() for entry in analysis.ran_more_than_once], width)
     lines += _retry_chain_lines(analysis, width)
     return "\n".join(lines)
 
@@ -52,7 +56,8 @@ def _call_to_look_at(call: CallRecord, width: int, ran_again: bool) -> list[str]
     what = call["method"] or "(response)"
     if call["tool"]:
         what += f" {call['tool']}"
-    flags = f" [{', '.join(call['flags'])}]" if call["flags"] else ""
+    shown = [flag for flag in call["flags"] if flag not in RAN_TWICE_FLAGS]  # said below, once
+    flags = f" [{', '.join(shown)}]" if shown else ""
     chain = f" (retry {call['retry_group']} attempt {call['attempt']})" if call["retry_group"] else ""
     lines = wrap(f"  {call['call_id']} {what} id={call['jsonrpc_id']} {call['outcome']}{flags}{chain}", width)
     if call["evidence"]:
@@ -73,31 +78,42 @@ def _count_lines(summary: Mapping[str, Any], width: int) -> list[str]:
     for title, key in (("outcome", "by_outcome"), ("layer", "by_layer"), ("method", "by_method"), ("tool", "by_tool")):
         if summary[key]:
             lines += counts(f"by {title}:", summary[key], width)
-    if summary["flags"]:
-        lines += counts("flags:", summary["flags"], width)
+    if flags := {flag: n for flag, n in summary["flags"].items() if flag not in RAN_TWICE_FLAGS}:
+        lines += counts("flags:", flags, width)
+    lines += wrap(f"ran more than once: {ran_twice_counts(summary['ran_more_than_once'])}", width)
     return lines
 
 
-def _duplicate_lines(analysis: Analysis | CallStream, width: int) -> list[str]:
-    """The writes executed more than once, each with its tool, arguments, calls and executions; none: no lines."""
-    if not analysis.duplicate_executions:
+def _finding_lines(findings: list[FindingRecord], width: int) -> list[str]:
+    """The findings first, each with its evidence; none: no lines."""
+    if not findings:
         return []
-    lines = ["", *wrap("writes executed more than once (same client, same arguments):", width)]
-    for duplicate in analysis.duplicate_executions:
-        record = duplicate.record()
-        lines += wrap(
-            f"  {record['tool']} args {record['arguments_digest'][:10]}: {', '.join(record['calls'])} "
-            f"({', '.join(record['executions'])})",
-            width,
-        )
+    lines = ["findings:"]
+    for finding in findings:
+        lines += wrap(f"  {finding['title']}", width)
+        lines += wrap(f"{INDENT}{finding['summary']}", width)
+        lines += [line for evidence in finding["evidence"] for line in wrap(f"{INDENT}- {evidence}", width)]
+    return [*lines, ""]
+
+
+def _ran_twice_lines(entries: list[RanMoreThanOnceRecord], width: int) -> list[str]:
+    """Each write that ran more than once, with every attempt and how it ended; none: no lines."""
+    if not entries:
+        return []
+    lines = ["", *wrap("ran more than once (same client, same arguments):", width)]
+    for entry in entries:
+        lines += wrap(f"  {ran_twice_head(entry)}", width)
+        lines += [line for attempt in entry["attempts"] for line in wrap(f"{INDENT}{attempt_said(attempt)}", width)]
     return lines
 
 
 def _retry_chain_lines(analysis: Analysis | CallStream, width: int) -> list[str]:
-    """Each retry chain: its origin and confidence, its attempts, how it ended and whether it was safe (and
-    whether the tool may have run twice); none: no lines."""
+    """Each retry chain: its origin and confidence, its attempts, how it ended and whether it was safe (and,
+    when its write ran more than once, how sure that is: the entry above lists the same attempts); none: no
+    lines."""
     if not analysis.retry_groups:
         return []
+    ran_twice = {a.call_id: entry.certainty for entry in analysis.ran_more_than_once for a in entry.attempts}
     lines = ["", "retry chains:"]
     for group in analysis.retry_groups:
         record = group.record()
@@ -107,8 +123,8 @@ def _retry_chain_lines(analysis: Analysis | CallStream, width: int) -> list[str]
             f"{' -> '.join(record['members'])} = {record['final_outcome']}, {safety}",
             width,
         )
-        if record["may_have_run_twice"]:
-            lines.append(f"{INDENT}the tool may have run twice")
+        if certainty := next((ran_twice[m] for m in record["members"] if m in ran_twice), None):
+            lines.append(f"{INDENT}ran more than once: {certainty}")
     return lines
 
 

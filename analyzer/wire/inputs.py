@@ -87,6 +87,32 @@ def expand_captures(arguments: Iterable[str | os.PathLike[str]]) -> list[str]:
     return files
 
 
+def capture_names(sources: Iterable[str | os.PathLike[str]]) -> dict[str, str]:
+    """Each capture file as every output names it (the report, the summaries, ``check``): its file name, never
+    the machine's directories. A directory's files are its own (it is not read recursively), so a file is named
+    the same whether it was given alone or by its directory. Where two files share a name, each is named by as
+    few of its parent directories as tell them apart (the path as given only when nothing shorter does)."""
+    paths = [os.fspath(source) for source in dict.fromkeys(sources)]
+    # The platform's separators only: a "\\" is a character of a file name on Linux.
+    parts = {path: [p for p in Path(path).parts if p != Path(path).anchor] or [path] for path in paths}
+    names: dict[str, str] = {}
+    for path in paths:
+        depth = 1
+        while True:
+            name = "/".join(parts[path][-depth:])
+            clash = [p for p in paths if p != path and "/".join(parts[p][-depth:]) == name]
+            if not clash or depth >= len(parts[path]):
+                names[path] = name if not clash else path
+                break
+            depth += 1
+    return names
+
+
+def capture_name(source: str | os.PathLike[str]) -> str:
+    """One capture file's name as the export's ``source`` gives it: ``capture_names`` of it alone."""
+    return capture_names([source])[os.fspath(source)]
+
+
 def directory_captures(directory: Path) -> list[str]:
     """The directory's capture files (not its subdirectories'), sorted by name: rotated files in the order
     they were written."""

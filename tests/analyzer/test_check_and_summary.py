@@ -270,13 +270,23 @@ def test_summary_text_lines_never_exceed_the_width(all_samples: Any, width: int)
     assert "calls to look at:" in text and "retry chains:" in text
 
 
-def test_summary_wrap_keeps_flags_beside_their_call(ran_twice: Path) -> None:
+def test_summary_says_ran_more_than_once_once_with_every_attempt(ran_twice: Path) -> None:
+    """Issue 22: one answer to "did it run twice?". The flags that feed it (DUPLICATE_EXECUTION, UNSAFE_RETRY)
+    stay in the export, but the summary says the answer instead: its count, and the write with each attempt
+    and how it ended; the retry chain that holds them says the same. Wrapped at 50 columns, a call's id,
+    method and tool stay together."""
     analysis = analyze([ran_twice])
     text = summary_text(analysis, width=50)
     flagged = next(c for c in analysis.calls if "UNSAFE_RETRY" in c["flags"])
+    first = next(c for c in analysis.calls if c["outcome"] == "HTTP_ERROR")
     joined = " ".join(text.split())
     assert f"{flagged['call_id']} {flagged['method']} {flagged['tool']}" in joined
-    assert "[DUPLICATE_EXECUTION, UNSAFE_RETRY]" in joined
+    assert "DUPLICATE_EXECUTION" not in text and "UNSAFE_RETRY" not in text
+    assert "ran more than once: 0 certain, 1 possible" in joined
+    assert "write_record (arguments " in joined and "possible, 2 runs in 2 attempts" in joined
+    assert f"{first['call_id']} HTTP_ERROR (HTTP 500): may have run; retry chain r1" in joined
+    assert f"{flagged['call_id']} TOOL_SUCCESS (HTTP 200): ran; retry chain r1" in joined
+    assert f"{first['call_id']} -> {flagged['call_id']} = TOOL_SUCCESS, unsafe ran more than once: possible" in joined
 
 
 @pytest.mark.parametrize("page", ["docs/analysis.md", "README.md"])

@@ -86,7 +86,9 @@ def test_app_loop_re_running_its_sequence_executes_the_write_twice(tmp_path: Pat
     assert write_again["retry_group"] is None, "not a retry: the first write succeeded"
     assert "ran before in" in write_again["evidence"][-1]
     assert write_again in matching_calls(analysis.calls, DEFAULT_FAIL_ON), "check fails on it by default"
-    assert "writes executed more than once" in summary_text(analysis)
+    text = summary_text(analysis)
+    assert "ran more than once: 1 certain, 0 possible" in text
+    assert f"{write_again['call_id']} TOOL_SUCCESS (HTTP 200): ran; not in a retry chain" in text
 
 
 def test_a_write_that_may_have_run_then_ran_is_a_duplicate(tmp_path: Path) -> None:

@@ -122,14 +122,17 @@ def test_details_name_the_client_and_search_finds_it(tmp_path: Path) -> None:
     assert seen["results"][7]["value"].startswith("1 of 1")
 
 
-def test_header_counts_writes_executed_more_than_once(tmp_path: Path, ran_twice: Path) -> None:
+def test_header_counts_what_ran_more_than_once_in_one_card(tmp_path: Path, ran_twice: Path) -> None:
+    """One card, one list, one answer (issue 22, item 1): no "unsafe replays", "may have run twice" or "writes
+    executed more than once" beside it."""
     report = tmp_path / "report.html"
     data = write_report([ran_twice], report)
-    (duplicate,) = data["meta"]["duplicate_executions"]
-    assert duplicate["tool"] == "write_record" and len(duplicate["calls"]) == 2
+    (entry,) = data["meta"]["ran_more_than_once"]
+    assert entry["tool"] == "write_record" and len(entry["attempts"]) == 2
     html = report.read_text(encoding="utf-8")
-    card = (
-        r'<button type="button" class="card bad" data-set="duplicate"[^>]*><span class="n">1</span>writes executed more'
-    )
-    assert re.search(card, html)
-    assert "write_record (arguments" in html
+    card = r'<button type="button" class="card bad" data-set="ran-twice"[^>]*><span class="n">1</span>ran more than'
+    assert len(re.findall(card, html)) == 1
+    counts = data["meta"]["ran_more_than_once_counts"]
+    assert f"{counts['certain']} certain · {counts['possible']} possible" in html
+    for old in ("unsafe replays", "may have run twice", "writes executed more than once"):
+        assert old not in html.lower(), old

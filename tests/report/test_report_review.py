@@ -25,10 +25,6 @@ BARS = "window.__report.bars()"
 VIEW = "window.__report.view()"
 DETAILS_ID = "document.getElementById('details').dataset.callId || null"
 COUNT = "document.getElementById('count').textContent"
-EXPLAINED = (
-    "Array.from(document.querySelectorAll('.card'), c => c).filter(c => c.querySelector('.why'))"
-    + ".map(c => [c.textContent, c.title])"
-)
 METHOD_TITLES = "[...document.querySelectorAll('#table-rows .row span:nth-child(5)')].map(s => s.title)"
 ROW_IDS = "Array.from(document.querySelectorAll('#table-rows .row')).map(r => r.dataset.callId)"
 
@@ -214,52 +210,57 @@ def test_outcome_cards_filter_the_table_and_timeline_and_clear_on_a_second_click
     assert cleared == f"{total} of {total} calls"
 
 
-def test_risk_cards_filter_and_say_what_they_count(report_with_a_write_run_twice: tuple[Path, dict[str, Any]]) -> None:
+def test_the_ran_more_than_once_card_and_filter_show_its_calls(
+    report_with_a_write_run_twice: tuple[Path, dict[str, Any]],
+) -> None:
+    """One card and one filter family: "ran more than once", either certainty, certain, possible."""
     path, data = report_with_a_write_run_twice
-    groups = {g["retry_group"]: g for g in retry_groups(data)}
-    unsafe_safety = {s["name"] for s in data["vocabulary"]["safety"] if s["unsafe"]}
-    unsafe = {m for g in groups.values() if g["safety"] in unsafe_safety for m in g["members"]}
-    twice = {m for g in groups.values() if g["may_have_run_twice"] for m in g["members"]}
-    duplicate = set(data["meta"]["duplicate_calls"])
-    assert unsafe and duplicate
+    certainty = data["meta"]["ran_more_than_once_calls"]
+    assert certainty
+    by = {c: {i for i, v in certainty.items() if v == c} for c in ("certain", "possible")}
     seen = inspect_report(path, [
-        {"do": "click", "selector": '.card[data-set="unsafe-replay"]'},
+        {"do": "click", "selector": '.card[data-set="ran-twice"]'},
         {"do": "eval", "expression": "window.__report.visible()"},
-        {"do": "click", "selector": '.card[data-set="twice"]'},
+        {"do": "select", "selector": "#f-set", "value": "ran-twice-possible"},
         {"do": "eval", "expression": "window.__report.visible()"},
-        {"do": "click", "selector": '.card[data-set="duplicate"]'},
+        {"do": "select", "selector": "#f-set", "value": "ran-twice-certain"},
         {"do": "eval", "expression": "window.__report.visible()"},
         {"do": "click", "selector": '.card[data-set=""]'},
         {"do": "eval", "expression": COUNT},
-        {"do": "eval", "expression": EXPLAINED},
+        {"do": "eval", "expression": "[...document.querySelectorAll('#f-set option')].map(o => o.textContent)"},
+        {"do": "eval", "expression": "document.querySelector('.card[data-set=\"ran-twice\"]').title"},
     ])  # fmt: skip
-    _, shown_unsafe, _, shown_twice, _, shown_duplicate, _, count, explained = values(seen)
-    assert set(shown_unsafe) == unsafe and set(shown_twice) == twice and set(shown_duplicate) == duplicate
+    _, either, _, possible, _, certain, _, count, options, title = values(seen)
+    assert set(either) == set(certainty)
+    assert set(possible) == by["possible"] and set(certain) == by["certain"]
     assert count.startswith(f"{len(data['calls'])} of")
-    descriptions = {f["name"]: f["description"] for f in data["vocabulary"]["flags"]}
-    unsafe_text = next(s["description"] for s in data["vocabulary"]["safety"] if s["unsafe"])
-    texts = " ".join(text for text, _ in explained)
-    assert unsafe_text in texts and descriptions["DUPLICATE_EXECUTION"] in texts
-    assert "may have run twice" in texts
-    if "UNSAFE_RETRY" in data["meta"]["flags"]:
-        assert descriptions["UNSAFE_RETRY"] in texts
-    assert all(title for _, title in explained), "each explained card has its tooltip too"
+    assert [o for o in options if "more than once" in o] == [
+        "ran more than once", "ran more than once · certain", "ran more than once · possible",
+    ]  # fmt: skip
+    assert not any("unsafe" in o or "twice" in o or "executed" in o for o in options), options
+    descriptions = {c["name"]: c["description"] for c in data["vocabulary"]["certainties"]}
+    assert descriptions["certain"] in title and descriptions["possible"] in title
 
 
-def test_unsafe_retry_flag_card_explains_itself(tmp_path: Path, ran_twice: Path) -> None:
+def test_the_flags_that_feed_ran_more_than_once_are_pills_not_flag_filters(tmp_path: Path, ran_twice: Path) -> None:
+    """DUPLICATE_EXECUTION and UNSAFE_RETRY stay in the export, but the page shows the one answer instead: a pill
+    "ran more than once · possible" on each attempt, no flag card, no flag filter, no flag in the verdict."""
     report = tmp_path / "retry.html"
     data = write_report([ran_twice], report)
-    assert "UNSAFE_RETRY" in data["meta"]["flags"]
-    description = next(f["description"] for f in data["vocabulary"]["flags"] if f["name"] == "UNSAFE_RETRY")
+    assert {"UNSAFE_RETRY", "DUPLICATE_EXECUTION"} <= set(data["meta"]["flags"])
     seen = inspect_report(report, [
-        {"do": "text", "selector": '.card[data-flag="UNSAFE_RETRY"]'},
-        {"do": "eval", "expression": "document.querySelector('.card[data-flag=\"UNSAFE_RETRY\"]').title"},
-        {"do": "click", "selector": '.card[data-flag="UNSAFE_RETRY"]'},
+        {"do": "count", "selector": ".card[data-flag]"},
+        {"do": "eval", "expression": "[...document.querySelectorAll('#f-flag option')].map(o => o.value)"},
         {"do": "texts", "selector": "#table-rows .row span:nth-child(9)"},
+        {"do": "texts", "selector": "#table-rows .row .pill.twice"},
+        {"do": "eval", "expression": "document.body.innerText"},
     ])  # fmt: skip
-    text, title, _, verdicts = values(seen)
-    assert description in text and description in title
-    assert verdicts and all("UNSAFE_RETRY" in v for v in verdicts)
+    cards, flag_options, verdicts, pills, text = values(seen)
+    assert cards == 0 and flag_options == [""]
+    assert verdicts and not any("UNSAFE_RETRY" in v or "DUPLICATE_EXECUTION" in v for v in verdicts)
+    assert pills == ["ran more than once · possible"] * len(data["meta"]["ran_more_than_once_calls"])
+    legend = text[text.index("How to read it") :]
+    assert "UNSAFE_RETRY" not in text.replace(legend, "") and "DUPLICATE_EXECUTION" not in legend
 
 
 def test_a_link_opens_the_same_call_and_filters_and_selecting_rewrites_it(
@@ -397,22 +398,32 @@ def test_retry_chain_is_drawn_as_attempts_that_select_each_other(sample_report: 
     assert now == second and current == second
 
 
-def test_duplicate_execution_and_timeout_anatomy_in_the_details(
+def test_ran_more_than_once_and_timeout_anatomy_in_the_details(
     report_with_a_write_run_twice: tuple[Path, dict[str, Any]],
 ) -> None:
+    """A call of a "ran more than once" entry lists the entry's attempts, how each ended and its retry chain, and
+    marks those of its own chain."""
     path, data = report_with_a_write_run_twice
-    (duplicate,) = data["meta"]["duplicate_executions"]
+    (entry,) = data["meta"]["ran_more_than_once"]
+    second = entry["attempts"][1]["call_id"]
     anatomy_id, anatomy = next(iter(anatomies(data).items()))
     seen = inspect_report(path, [
-        {"do": "fill", "selector": "#search", "value": duplicate["calls"][1]},
-        {"do": "click", "selector": f'#table-rows .row[data-call-id="{duplicate["calls"][1]}"]'},
+        {"do": "fill", "selector": "#search", "value": second},
+        {"do": "click", "selector": f'#table-rows .row[data-call-id="{second}"]'},
         {"do": "eval", "expression": "Array.from(document.querySelectorAll('#details h4')).map(h => h.textContent)"},
+        {"do": "texts", "selector": "#details .twice-attempts li"},
+        {"do": "count", "selector": "#details .twice-attempts li.this-chain"},
         {"do": "fill", "selector": "#search", "value": anatomy_id},
         {"do": "click", "selector": f'#table-rows .row[data-call-id="{anatomy_id}"]'},
         {"do": "text", "selector": "#details .anatomy"},
     ])  # fmt: skip
-    _, _, headings, _, _, shown = values(seen)
-    assert any(h.startswith(f"Ran more than once: {duplicate['tool']}") for h in headings), headings
+    _, _, headings, attempts, in_chain, _, _, shown = values(seen)
+    assert any(h.startswith(f"Ran more than once ({entry['certainty']}): {entry['tool']}") for h in headings), headings
+    assert len(attempts) == len(entry["attempts"])
+    for line, attempt in zip(attempts, entry["attempts"], strict=True):
+        assert line.startswith(attempt["call_id"]) and attempt["ran"] in line and str(attempt["outcome"]) in line
+        assert f"retry chain {attempt['retry_group']}" in line if attempt["retry_group"] else "not in a retry" in line
+    assert in_chain == sum(1 for a in entry["attempts"] if a["retry_group"] == entry["attempts"][1]["retry_group"])
     ending = next(e for e in data["vocabulary"]["endings"] if e["name"] == anatomy["ended_by"])
     assert anatomy["sentence"] in shown and ending["description"] in shown
 

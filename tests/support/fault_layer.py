@@ -259,7 +259,10 @@ async def _respond(send: Send, status: int, body: bytes, headers: dict[str, str]
 
 
 async def _act_status(app: ASGIApp, scope: Scope, down: Downstream, action: dict[str, Any], k: int) -> None:
-    """{"status": 503, "headers": {...}, "body": "..."}: answer at once, never reaching the MCP app."""
+    """{"status": 503, "headers": {...}, "body": "...", "after_ms": N}: answer (N ms late, at once without
+    after_ms), never reaching the MCP app: a server's own error after it worked on the request a while."""
+    if action.get("after_ms"):
+        await anyio.sleep(action["after_ms"] / 1000)
     body = action.get("body", f"injected {action['status']}").encode()
     await _respond(down.send, action["status"], body, action.get("headers") or {})
 

@@ -75,6 +75,9 @@ def test_the_groups_and_duplicates_have_their_records_fields(tmp_path: Path) -> 
         assert list(group.record()) == list(RETRY_GROUP_COLUMNS)
     for duplicate in analysis.duplicate_executions:
         assert list(duplicate.record()) == keys(DuplicateRecord)
+    (entry,) = [e.record() for e in analysis.ran_more_than_once]
+    assert list(entry) == keys(contract.RanMoreThanOnceRecord)
+    assert [list(attempt) for attempt in entry["attempts"]] == [keys(contract.AttemptRecord)] * 2
 
 
 def test_the_json_export_reads_back_as_the_records(analysis: Analysis) -> None:
@@ -85,6 +88,8 @@ def test_the_json_export_reads_back_as_the_records(analysis: Analysis) -> None:
     assert [list(group) for group in exported["retry_groups"]] == [list(RETRY_GROUP_COLUMNS)] * len(
         analysis.retry_groups
     )
+    # Every finding of the samples (a stdio server's crash, at least) reads back with the contract's fields.
+    assert exported["findings"] and all(list(f) == keys(contract.FindingRecord) for f in exported["findings"])
 
 
 def test_the_csv_columns_are_the_call_records_keys(analysis: Analysis) -> None:
@@ -155,6 +160,15 @@ def test_architecture_documents_every_field() -> None:
     text = (ROOT / "docs" / "ARCHITECTURE.md").read_text(encoding="utf-8")
     section = text[text.index("## Export contract") : text.index("### OpenTelemetry")]
     named = set(re.findall(r"`([a-z_]+)`", section))
-    for record_type in (CallRecord, ClientRecord, EndingRecord, RetryGroupRecord):
+    for record_type in (
+        CallRecord,
+        ClientRecord,
+        EndingRecord,
+        RetryGroupRecord,
+        DuplicateRecord,
+        contract.RanMoreThanOnceRecord,
+        contract.AttemptRecord,
+        contract.FindingRecord,
+    ):
         missing = [key for key in keys(record_type) if key not in named]
         assert not missing, f"{record_type.__name__}: not in ARCHITECTURE's Export contract: {missing}"
