@@ -35,7 +35,7 @@ class Execution(Enum):
 
 def execution(call: Call) -> Execution:
     outcome = call.outcome
-    if outcome is Outcome.TOOL_ERROR and _unknown_tool(call):
+    if outcome is Outcome.TOOL_ERROR and unknown_tool(call):
         return Execution.NOT_RUN
     if outcome in (Outcome.TOOL_SUCCESS, Outcome.TOOL_ERROR) or outcome in ANSWERED_WRONGLY:
         return Execution.RAN
@@ -49,7 +49,7 @@ def execution(call: Call) -> Execution:
     return Execution.MAYBE if outcome in EFFECTS_UNKNOWN else Execution.NOT_RUN
 
 
-def _unknown_tool(call: Call) -> bool:
+def unknown_tool(call: Call) -> bool:
     """isError saying the server has no such tool (the Python SDK: "Unknown tool: x"): nothing ran."""
     return "unknown tool" in (call.error_message or "").lower()
 

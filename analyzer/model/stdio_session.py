@@ -42,6 +42,9 @@ class StdioSession:
     exit_t: float | None = None
     exit_code: int | None = None
     exit_signal: str | None = None
+    # The wrapper forwarded a signal its parent sent it (SIGTERM from the client that started the server):
+    # the client ended the server, as closing its stdin would.
+    signaled_t: float | None = None
     spawn_error: str | None = None
     _firsts: list[float] = field(default_factory=list)
 

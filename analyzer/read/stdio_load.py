@@ -348,6 +348,8 @@ def _note_run_end(session: StdioSession, record: dict[str, Any], t: float) -> No
         session.stdin_eof = t
     elif kind == fmt.EOF and stream == fmt.STDOUT and session.stdout_eof is None:
         session.stdout_eof = t
+    elif kind == fmt.SIGNAL and session.signaled_t is None:
+        session.signaled_t = t
     elif kind == fmt.EXIT and session.exit_t is None:
         session.exit_t = t
         session.exit_code = record.get("code")

@@ -29,6 +29,7 @@ from typing import Any
 import pytest
 
 from mcp_blackbox.addon.stdio_recorder import DRAIN_GRACE
+from mcp_blackbox.analyzer import analyze
 from mcp_blackbox.analyzer.wire import stdio_capture as fmt
 from tests.support.processes import REPO_ROOT, child_env, run_json_command, stop_process
 
@@ -433,6 +434,8 @@ def test_a_server_that_closes_its_stdin_is_recorded_and_the_client_meets_the_bro
     assert (failed["stream"], failed["error"]) == (fmt.STDIN, "EPIPE")
     [sent] = lines(records, fmt.STDIN)
     assert sent["text"] == '{"jsonrpc":"2.0","id":1,"method":"ping"}' and sent["t"] <= failed["t"]
+    # The client ended the server (SIGTERM, forwarded by the wrapper) with its ping unanswered: no crash.
+    assert [f["rule"] for f in analyze([str(capture)]).findings] == []
 
 
 TRAP = (

@@ -77,6 +77,7 @@ class _Refused:
     t: float
     call_id: str
     carried_token: bool  # it had an Authorization header
+    credential: int | None  # a hash of that header, never shown: a round refuses a token not refused before
 
 
 @dataclass(slots=True)
@@ -121,8 +122,9 @@ class AuthRefreshLoop:
         if exchange.status == 401:
             stretch = self._open.setdefault(key, _Stretch(exchange.server))
             if len(stretch.refused) < MAX_REFUSED:
-                token = "authorization" in exchange.request_headers
-                stretch.refused.append(_Refused(call.request.t, call.call_id, token))
+                sent = exchange.request_headers.get("authorization")
+                credential = None if sent is None else hash(sent)
+                stretch.refused.append(_Refused(call.request.t, call.call_id, sent is not None, credential))
         elif exchange.ok:
             self._close(key, succeeded=True)
 
@@ -147,12 +149,14 @@ class AuthRefreshLoop:
 
 
 def _rounds(stretch: _Stretch, steps: list[dict[str, Any]], times: list[float]) -> list[_Round]:
-    """Each pair of successive 401s with a token step between them."""
+    """Each pair of successive 401s with a token step between them, the later one refusing a credential the
+    earlier did not carry: the new token was sent and refused too. (Clients whose old tokens were refused one
+    after another, each refreshing between, send their old tokens again: no round.)"""
     refused = sorted(stretch.refused, key=lambda r: r.t)
     rounds = []
     for before, after in itertools.pairwise(refused):
         low, high = bisect.bisect_right(times, before.t), bisect.bisect_left(times, after.t)
-        if high > low:
+        if high > low and after.credential is not None and after.credential != before.credential:
             rounds.append(_Round(before, after, steps[low:high]))
     return rounds
 
@@ -178,7 +182,7 @@ def _loop_finding(rule: str, stretch: _Stretch, rounds: list[_Round]) -> Finding
     summary = (
         f"A client got 401 from {server}, obtained a new token and got 401 again, {len(rounds)} times in {span}. "
         "The new tokens did not help: the resource server refuses what the authorization server issues (audience, "
-        "signing key, clock, scope), or the client does not send them."
+        "signing key, clock, scope)."
     )
     title = f"Auth refresh loop at {server}: {len(rounds)} rounds of 401, new token, 401"
     return _finding(rule, title, summary, evidence, [r.call_id for r in refused], (first.t, last.t))
@@ -449,6 +453,8 @@ class StdioServerCrash:
             return
         if session.exit_t is None or session.spawn_error is not None:
             return
+        if session.signaled_t is not None and session.signaled_t <= session.exit_t:
+            return  # its client sent it a signal (through the wrapper): the client ended it, no crash
         ended = session.end_after(call.request.t)
         if ended is None or ended[0] is not Ending.SERVER_CUT or session.exit_t < call.request.t:
             return

@@ -21,6 +21,7 @@ from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from mcp_blackbox.analyzer.across.executions import unknown_tool
 from mcp_blackbox.analyzer.across.patterns.engine import CALLS_NAMED, Context
 from mcp_blackbox.analyzer.calls.gateway import gateway_sign
 from mcp_blackbox.analyzer.model.contract import FindingRecord
@@ -62,6 +63,15 @@ def _between(first: float, last: float) -> str:
 def _range(low: float, high: float) -> str:
     """Durations from low to high, as one value when they round alike."""
     return _span(low) if _span(low) == _span(high) else f"{_span(low)} to {_span(high)}"
+
+
+def _retries(count: int) -> str:
+    return "1 retry" if count == 1 else f"{count} retries"
+
+
+def _sentence(text: str) -> str:
+    """``text`` opening a sentence: its first letter upper-case, the rest as written ("UTC" stays)."""
+    return text[:1].upper() + text[1:]
 
 
 def _times(count: int) -> str:
@@ -246,8 +256,11 @@ class GatewayTimeout:
         took = _took(call)
         if not _is_client_request(call) or call.exchange.status not in TIMEOUT_STATUSES or took is None:
             return
+        # A gateway's own 504 only: a server's 504 after a time of its choosing is no timeout in the path.
+        if (gateway := _gateway_of(call)) is None:
+            return
         record = self._servers.setdefault(call.exchange.server, _Timeouts())
-        record.gateway = record.gateway or _gateway_of(call)
+        record.gateway = record.gateway or gateway
         bucket = int(took / BUCKET_S)
         record.buckets.setdefault(bucket, _Tally()).add(call)
         record.total_seconds[bucket] = record.total_seconds.get(bucket, 0.0) + took
@@ -258,7 +271,9 @@ class GatewayTimeout:
         found = []
         for server, record in self._servers.items():
             cluster, seconds = _densest(record)
-            if cluster.count >= MIN_TIMEOUTS and cluster.count >= MIN_CLUSTER_SHARE * record.total:
+            # A timeout under FAST_502 is no wait on an upstream: the gateway refused at once.
+            waited = cluster.count and seconds / cluster.count >= FAST_502
+            if waited and cluster.count >= MIN_TIMEOUTS and cluster.count >= MIN_CLUSTER_SHARE * record.total:
                 found.append(self._record(server, record, cluster, seconds / cluster.count))
         return found
 
@@ -411,11 +426,11 @@ class RateLimited:
             evidence.append("no Retry-After given")
         if limits.ignored_count:
             evidence.append(
-                f"{limits.ignored_count} retries came {_range(*limits.ignored)} after the answer, sooner than asked "
+                f"{_retries(limits.ignored_count)} came {_range(*limits.ignored)} after the answer, sooner than asked "
                 "(RETRY_AFTER_IGNORED)"
             )
         if limits.honoured_count:
-            evidence.append(f"{limits.honoured_count} retries waited {_range(*limits.honoured)}, as asked")
+            evidence.append(f"{_retries(limits.honoured_count)} waited {_range(*limits.honoured)}, as asked")
         kept = _kept(limits)
         title = f"rate limited by {server}: {statuses}, {kept}"
         summary = f"{server} rate-limited {limits.limited.count} requests ({statuses}); {_kept_sentence(limits)}"
@@ -584,8 +599,8 @@ _VARYING = re.compile(r"\b(?=[0-9a-f-]*\d)[0-9a-f]{8,}(?:-[0-9a-f]{4,})*\b|\d+",
 def _error_text(call: Call) -> str | None:
     """The isError text with what varies between calls folded: the tool's own name, numbers and ids."""
     text = call.error_message
-    if text is None:
-        return None
+    if text is None or unknown_tool(call):
+        return None  # the server has no such tool: it answered for itself, no backend was asked
     if call.tool and len(call.tool) > 1:
         text = text.replace(call.tool, "<tool>")
     return _VARYING.sub("#", text).strip()
@@ -661,9 +676,9 @@ class DeadBackendIsError:
             if streak.ended_by
             else "no tools/call to it succeeded after that in the capture",
         ]
-        title = f"dead backend behind {server}: every tools/call answered isError"
+        title = f"dead backend behind {server}: {calls.count} tools/call in a row answered isError"
         summary = (
-            f"{_between(calls.first, calls.last).capitalize()} every tools/call to {server} ({calls.count}, across "
+            f"{_sentence(_between(calls.first, calls.last))} every tools/call to {server} ({calls.count}, across "
             f"{streak.distinct_tools} tools) answered isError with the same text, as a gateway answers when its "
             "backend is unreachable: a tool failing for its input would not answer every tool alike."
         )
