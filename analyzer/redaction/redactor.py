@@ -17,8 +17,11 @@ from mcp_blackbox.analyzer.model.contract import CallRecord, ClientRecord, Findi
 from mcp_blackbox.analyzer.model.vocabulary import Transport
 from mcp_blackbox.analyzer.redaction.redact import redact_headers, redact_text, redact_url
 
-# Most evidence lines ("POST /mcp", "HTTP 200", a tool's usual error) recur across calls: each is redacted once.
-_redacted_line = functools.lru_cache(maxsize=1 << 16)(redact_text)
+# Most texts (an evidence line, "HTTP 200", a tool's usual error, a client's name) recur across calls: each is
+# redacted once. The markers are a pure function of the text (redact.MARKERS), so a remembered answer is the
+# answer. Long texts (a body) are not remembered: the cache must not hold a capture's payloads.
+_redacted_text = functools.lru_cache(maxsize=1 << 16)(redact_text)
+REMEMBERED_TEXT = 1024  # characters
 
 
 class Redactor:
@@ -34,11 +37,11 @@ class Redactor:
         return REDACTED if redact else AS_CAPTURED
 
     def text(self, text: str) -> str:
-        return redact_text(text)
+        return _redacted_text(text) if len(text) <= REMEMBERED_TEXT else redact_text(text)
 
     def line(self, text: str) -> str:
-        """A line that recurs across calls (evidence): the same as ``text``, remembered."""
-        return _redacted_line(text)
+        """A line that recurs across calls (evidence): the same as ``text``."""
+        return self.text(text)
 
     def url(self, url: str) -> str:
         return redact_url(url)

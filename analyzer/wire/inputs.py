@@ -108,9 +108,11 @@ def capture_names(sources: Iterable[str | os.PathLike[str]]) -> dict[str, str]:
     return names
 
 
-def capture_name(source: str | os.PathLike[str]) -> str:
-    """One capture file's name as the export's ``source`` gives it: ``capture_names`` of it alone."""
-    return capture_names([source])[os.fspath(source)]
+@functools.lru_cache(maxsize=4096)
+def capture_name(source: str) -> str:
+    """One capture file's name as the export's ``source`` gives it: ``capture_names`` of it alone. Asked once
+    per call, for a handful of files: remembered."""
+    return capture_names([source])[source]
 
 
 def directory_captures(directory: Path) -> list[str]:
