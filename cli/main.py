@@ -201,6 +201,8 @@ def run_export(args: argparse.Namespace) -> int:
     if problem is not None:
         print(f"mcp-blackbox export: {problem}", file=sys.stderr)
         return 2
+    if args.format == "parquet":  # files, not a stream: -o FILE or -o DIR/, checked there
+        return _export_parquet(args)
     if refused("export", args.output):
         return CANNOT_WRITE
     if args.format == "otlp" or args.otlp_endpoint or args.format == "har":
@@ -223,7 +225,73 @@ def _cannot_export(args: argparse.Namespace) -> str | None:
             require_otlp()  # before reading the captures: say at once what to install
         except OtlpMissing as e:
             return str(e)
+    if args.format == "parquet":
+        from mcp_blackbox.analyzer.outputs.parquet_export import ParquetMissing, require_parquet
+
+        try:
+            require_parquet()
+        except ParquetMissing as e:
+            return str(e)
     return None
+
+
+def _export_parquet(args: argparse.Namespace) -> int:
+    """Parquet: one file per recording, each written as its stream goes (``--window`` per recording). ``-o FILE``
+    for the captures of one recording, ``-o DIR/`` (or an existing directory, made if missing) for any number:
+    DIR/<first capture's name>.parquet. 2: the files cannot be written, or no capture could be read."""
+    from mcp_blackbox.analyzer.outputs.parquet_export import files_in, recordings
+
+    groups = recordings(args.captures)
+    target = args.output
+    if target is None or target == STDOUT:
+        print(
+            "mcp-blackbox export: --format parquet writes files, one per recording: "
+            "-o FILE.parquet (one recording) or -o DIR/ (any number)",
+            file=sys.stderr,
+        )
+        return 2
+    if target.endswith(("/", os.sep)) or os.path.isdir(target):
+        try:
+            os.makedirs(target, exist_ok=True)
+        except OSError as e:
+            print(f"mcp-blackbox export: cannot write {target}: {e.strerror or e}", file=sys.stderr)
+            return CANNOT_WRITE
+        files = files_in(target, groups)
+    elif len(groups) > 1:
+        print(
+            f"mcp-blackbox export: the captures are {len(groups)} recordings and --format parquet writes one file "
+            f"per recording: give -o a directory ({target}/)",
+            file=sys.stderr,
+        )
+        return 2
+    else:
+        files = {target: args.captures}
+    if refused("export", *files):
+        return CANNOT_WRITE
+    written = {path: _parquet_file(args, path, captures) for path, captures in files.items()}
+    read = [calls for calls in written.values() if calls is not None]
+    if read:
+        where = next(iter(files)) if len(files) == 1 else f"{target} ({len(read)} file(s), one per recording)"
+        print(f"mcp-blackbox export: {sum(read)} call(s) written to {where}", file=sys.stderr)
+    return 0 if read else NOTHING_READ
+
+
+def _parquet_file(args: argparse.Namespace, path: str, captures: list[str]) -> int | None:
+    """One recording's Parquet file, put in place once written; the calls written, None: nothing could be read."""
+    from mcp_blackbox.analyzer.outputs.parquet_export import write_parquet
+
+    written: list[int] = []
+    with Output(path, mode=_file_mode(args)) as output:
+        assert isinstance(output.stream, io.TextIOWrapper)  # a file's: written through its bytes
+        sink = output.stream.buffer
+
+        def export(stream: CallStream) -> None:
+            written.append(write_parquet(stream, sink, redact=not args.no_redact))
+
+        if _streamed(captures, args.window, export, args.time_range) == NOTHING_READ:
+            output.discard()  # the writer wrote its header before the captures were read: no empty file in place
+            return None
+    return sum(written)
 
 
 def _file_mode(args: argparse.Namespace) -> int | None:
@@ -577,16 +645,20 @@ def build_parser() -> argparse.ArgumentParser:
     export = commands.add_parser(
         "export",
         parents=[range_options()],
-        help="one record per call, with its verdict and evidence, as JSON or CSV; OpenTelemetry spans; HAR",
+        help="one record per call, with its verdict and evidence, as JSON, CSV or Parquet; OpenTelemetry spans; HAR",
     )
     export.add_argument("captures", nargs="+", metavar="CAPTURE", help="flow files (addon, plain mitmdump or HAR)")
     export.add_argument(
         "--format",
-        choices=["json", "csv", "otlp", "har"],
+        choices=["json", "csv", "otlp", "har", "parquet"],
         help="json (default), csv, otlp: OTLP/JSON, a span per call (needs the otlp extra: pip install "
-        "'mcp-blackbox[otlp]'), har: HAR 1.2 of the analyzed flows, each entry's verdicts in _mcp",
+        "'mcp-blackbox[otlp]'), har: HAR 1.2 of the analyzed flows, each entry's verdicts in _mcp, parquet: "
+        "a file of typed call rows per recording, for DuckDB, Spark or pandas (needs the parquet extra: pip install "
+        "'mcp-blackbox[parquet]'; -o FILE.parquet for one recording, -o DIR/ for one file each)",
     )
-    export.add_argument("-o", "--output", metavar="FILE", help="output file, - for stdout (default)")
+    export.add_argument(
+        "-o", "--output", metavar="FILE", help="output file, - for stdout (default); parquet: a file, or DIR/"
+    )
     export.add_argument(
         "--otlp-endpoint",
         metavar="URL",
@@ -599,7 +671,8 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
         default=DEFAULT_WINDOW,
         metavar="SECONDS",
-        help=f"json and csv, one recording (a file or a recorder's rotated files): write each call once nothing "
+        help=f"json, csv and parquet, one recording (a file or a recorder's rotated files; parquet: each "
+        f"recording): write each call once nothing "
         f"later can change it, holding about four times this much capture time in memory (default "
         f"{DEFAULT_WINDOW:g}; flows open longer are paired late); 0, or several recordings: read them whole first",
     )
