@@ -409,7 +409,8 @@ class CallStream(ReadFigures):
             if self._touches_range(found.calls):
                 self._repeated.executions_settled(found)
                 self.duplicate_executions.append(found if self.window is None else Settled(None, found.record()))
-        if self.window is not None:
+        if self.window is not None:  # a whole analysis keeps every chain until its entries are read
+            self._repeated.forget(before - 2 * RETRY_WINDOW - window, duplicates.open_calls())
             self._clients.forget(before)
 
 

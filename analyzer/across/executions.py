@@ -178,6 +178,11 @@ class Duplicates:
         succeeded = execution(before) is Execution.RAN and not is_failure(before.outcome)
         return succeeded and self.failed_at.get(lineage, float("-inf")) <= before.request.t
 
+    def open_calls(self) -> set[str]:
+        """The ids of the executions a later call may still repeat, or a run not yet settled holds."""
+        held = {call.call_id for call in self.last.values()}
+        return held.union(call.call_id for calls in self.repeated.values() for call in calls)
+
     def settle(self, before: float) -> list[DuplicateExecution]:
         """The runs that no later call can extend, in the order they were found."""
         for key in [k for k, call in self.last.items() if call.request.t < before]:

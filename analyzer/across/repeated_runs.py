@@ -18,7 +18,7 @@ when it runs again.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
 from mcp_blackbox.analyzer.across.executions import DuplicateExecution, Execution, execution
@@ -101,7 +101,8 @@ class RepeatedRuns:
     """The writes that ran more than once, from the settled retry chains and repeated executions.
 
     What is kept is small: the attempts (ids, times, endings) of the retry chains of writes, and the
-    entries found. A chain is kept whole because an execution found later may name one of its attempts.
+    entries found. A chain is kept whole while an execution found later may still name one of its attempts
+    (``forget``): a recording's length does not make it grow.
     """
 
     def __init__(self, facts: CaptureFacts) -> None:
@@ -120,8 +121,17 @@ class RepeatedRuns:
             self._from_chains.append(_entry(first, attempts))
 
     def executions_settled(self, found: DuplicateExecution) -> None:
+        """An entry, with the chains of its attempts known now (``entries`` adds any settled since)."""
         attempts = _attempts(found.calls)
-        self._from_executions.append(RanMoreThanOnce(found.tool, found.arguments_digest, found.lineage, attempts))
+        entry = RanMoreThanOnce(found.tool, found.arguments_digest, found.lineage, attempts)
+        self._from_executions.append(self._with_chains(entry))
+
+    def forget(self, before: float, still_open: Collection[str]) -> None:
+        """The chains no execution can name any more: each attempt started before ``before`` (older than
+        every execution ``Duplicates`` still holds) and none of them in a run it holds (``still_open``)."""
+        for group, attempts in list(self._chains.items()):
+            if attempts[-1].t < before and not any(a.call_id in still_open for a in attempts):
+                del self._chains[group]
 
     def entries(self) -> list[RanMoreThanOnce]:
         """Every entry, in the order its first attempt started: each repeated execution with the whole of

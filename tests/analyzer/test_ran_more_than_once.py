@@ -10,9 +10,15 @@ from pathlib import Path
 from typing import Any
 
 from mcp_blackbox.analyzer import analyze
+from mcp_blackbox.analyzer.across.executions import Execution
+from mcp_blackbox.analyzer.across.repeated_runs import Attempt, RepeatedRuns
+from mcp_blackbox.analyzer.calls.classify import CaptureFacts
+from mcp_blackbox.analyzer.model.vocabulary import Outcome
+from mcp_blackbox.analyzer.outputs.analysis import DEFAULT_WINDOW, CallStream
 from mcp_blackbox.analyzer.outputs.export import write_json
 from tests.analyzer.flows import write
 from tests.analyzer.test_duplicate_execution import app_loop_re_run, start, tool
+from tests.benchmarks import synthetic_capture
 
 
 def entries(tmp_path: Path, *flows: Any) -> tuple[Any, list[dict[str, Any]]]:
@@ -100,3 +106,31 @@ def test_no_evidence_claims_a_backoff_schedule() -> None:
     assert "1.03 s later" in group["evidence"][0]
     lines = [line for call in analysis.calls for line in call["evidence"]] + group["evidence"]
     assert not [line for line in lines if "backoff" in line]
+
+
+def test_a_windowed_stream_gives_the_same_answer_as_the_whole_analysis(tmp_path: Path) -> None:
+    """The export's windowed stream, which forgets a write's chain once no execution can name it, lists the
+    same entries as the whole analysis."""
+    path = tmp_path / "synthetic.flows"
+    synthetic_capture.generate(path, 3000, 5)
+    whole = [entry.record() for entry in analyze([str(path)]).ran_more_than_once]
+    stream = CallStream([str(path)], window=DEFAULT_WINDOW)
+    assert sum(1 for _ in stream) > 3000
+    assert whole and [entry.record() for entry in stream.ran_more_than_once] == whole
+
+
+def test_a_chain_is_forgotten_once_no_execution_can_name_it() -> None:
+    """Issue 23: memory bounded by the work in flight. A chain all of whose attempts are older than every
+    execution still held, and none in a run still open, goes; the others stay."""
+    runs = RepeatedRuns(CaptureFacts())
+
+    def attempt(call_id: str, t: float) -> Attempt:
+        return Attempt(call_id, t, Outcome.HTTP_ERROR, 500, Execution.MAYBE, "r")
+
+    runs._chains = {
+        "old": (attempt("c1", 10.0), attempt("c2", 11.0)),
+        "old-but-open": (attempt("c3", 12.0),),
+        "recent": (attempt("c4", 90.0), attempt("c5", 120.0)),
+    }
+    runs.forget(100.0, {"c3"})
+    assert sorted(runs._chains) == ["old-but-open", "recent"]
