@@ -413,25 +413,33 @@ def run_summary(args: argparse.Namespace) -> int:
 
 
 def run_check(args: argparse.Namespace) -> int:
-    from mcp_blackbox.analyzer.review.check import judge
+    """The CI gate, read as export reads: each call judged once final (a window at a time), kept only if the
+    output lists it (JUnit: what its testcase shows of every call)."""
+    from mcp_blackbox.analyzer.review.check import Gate, judge
     from mcp_blackbox.analyzer.review.check_formats import render, step_summary, text
 
     if refused("check", args.output):  # exit 2, never 1: 1 is only "the gate failed"
         return CANNOT_WRITE
-    analysis = load_or_explain(args.captures, args.time_range)
-    if analysis is None:
-        # Nothing could be read (exit 2 whatever the options): read again, which costs nothing here, so that
-        # the report CI keeps (JUnit, JSON) says so instead of being missing.
-        analysis = analyze(args.captures, time_range=args.time_range)
-    gate = judge(
-        analysis,
-        args.captures,
-        args.fail_on or DEFAULT_FAIL_ON,
-        args.allow or (),
-        min_calls=args.min_calls,
-        allow_partial=args.allow_partial,
-        strict=args.strict,
-    )
+    gates: list[Gate] = []
+
+    def gate_of(stream: CallStream) -> None:
+        gates.append(
+            judge(
+                stream,
+                args.captures,
+                args.fail_on or DEFAULT_FAIL_ON,
+                args.allow or (),
+                min_calls=args.min_calls,
+                allow_partial=args.allow_partial,
+                strict=args.strict,
+                testcases=args.format == "junit",
+            )
+        )
+
+    # Nothing could be read: still judged (exit 2 whatever the options), so that the report CI keeps (JUnit,
+    # JSON) says so instead of being missing.
+    _streamed(args.captures, DEFAULT_WINDOW, gate_of, args.time_range)
+    (gate,) = gates
     output = render(gate, args.format)
     if args.output in (None, "-"):
         sys.stdout.write(output)
@@ -442,8 +450,8 @@ def run_check(args: argparse.Namespace) -> int:
             out.stream.write(output)
         sys.stdout.write(text(gate))
     if args.format == "github" and os.environ.get("GITHUB_STEP_SUMMARY"):
-        with open(os.environ["GITHUB_STEP_SUMMARY"], "a", encoding="utf-8", errors="backslashreplace") as out:
-            out.write(step_summary(gate))
+        with open(os.environ["GITHUB_STEP_SUMMARY"], "a", encoding="utf-8", errors="backslashreplace") as summary:
+            summary.write(step_summary(gate))
     return gate.exit_code
 
 

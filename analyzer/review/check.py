@@ -20,12 +20,16 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from mcp_blackbox.analyzer.calls.classify import protocol_version
 from mcp_blackbox.analyzer.model.contract import CallRecord, RetryGroupRecord
 from mcp_blackbox.analyzer.model.vocabulary import Flag, Layer, Outcome, RetryOrigin, is_failure
+from mcp_blackbox.analyzer.outputs.call_record import call_record
 from mcp_blackbox.analyzer.redaction.redactor import REDACTED
-from mcp_blackbox.analyzer.wire.inputs import capture_names
+from mcp_blackbox.analyzer.wire.inputs import capture_names, expand_captures
 
 if TYPE_CHECKING:
+    from mcp_blackbox.analyzer.across.call_stream import CallStream
+    from mcp_blackbox.analyzer.model.records import Call
     from mcp_blackbox.analyzer.outputs.analysis import Analysis
 
 OUTCOMES = tuple(Outcome)
@@ -219,7 +223,8 @@ def verdict_reason(call: Mapping[str, Any]) -> str:
 
 @dataclass
 class Judged:
-    """One call as the gate sees it."""
+    """A call the outputs list: one that fails, or one that would have failed and was allowed. Its whole
+    export record is kept; a call that does neither is only counted (or kept as a ``Passed``, for JUnit)."""
 
     call: CallRecord
     capture: str  # the capture's short name (short_sources)
@@ -236,15 +241,64 @@ class Judged:
     def allowed(self) -> bool:
         return not self.failed_on and bool(self.allowed_by)
 
+    @property
+    def name(self) -> str:
+        return testcase_name(self.call)
+
+    @property
+    def classname(self) -> str:
+        return testcase_classname(self.call, self.server)
+
+    @property
+    def duration_ms(self) -> float | None:
+        return _duration_ms(self.call)
+
     def evidence(self) -> list[str]:
         return [printable(REDACTED.line(str(line))) for line in self.call.get("evidence") or []]
 
 
+@dataclass(frozen=True, slots=True)
+class Passed:
+    """A call that neither fails nor was allowed, as much of it as its JUnit testcase shows: the other
+    formats only count such calls, so a long capture's passing calls cost nothing there, and this in JUnit."""
+
+    capture: str
+    name: str  # testcase_name
+    classname: str  # testcase_classname
+    duration_ms: float | None
+
+    @property
+    def fails(self) -> bool:
+        return False
+
+    @property
+    def allowed(self) -> bool:
+        return False
+
+
+def testcase_name(call: Mapping[str, Any]) -> str:
+    """A call's JUnit testcase name: its id, method and tool."""
+    return " ".join(str(part) for part in (call["call_id"], call["method"] or "(response)", call["tool"]) if part)
+
+
+def testcase_classname(call: Mapping[str, Any], server: str) -> str:
+    """A call's JUnit testcase class: host:port/tool (or method), as test reports group them."""
+    what = call["tool"] or call["method"] or "(response)"
+    return f"{server}/{what}" if server else str(what)
+
+
+def _duration_ms(call: Mapping[str, Any]) -> float | None:
+    duration = call.get("duration_ms")
+    return duration if isinstance(duration, int | float) else None
+
+
 @dataclass
 class Gate:
-    """The gate's verdict on an analysis."""
+    """The gate's verdict on an analysis: the calls it lists in full, and how many it judged in all."""
 
-    judged: list[Judged]
+    failing: list[Judged]
+    allowed: list[Judged]
+    calls: int  # every call judged, listed or not
     captures: list[str]  # as given on the command line
     flows_read: int
     read_problems: list[dict[str, Any]]
@@ -252,18 +306,12 @@ class Gate:
     allow_partial: bool = False
     unused_allowances: list[str] = field(default_factory=list)
     cut: str | None = None  # --since/--until, as TimeRange.describe says it: the verdict line names it
-
-    @property
-    def failing(self) -> list[Judged]:
-        return [j for j in self.judged if j.fails]
-
-    @property
-    def allowed(self) -> list[Judged]:
-        return [j for j in self.judged if j.allowed]
+    # Every call in the order judged, for JUnit's testcase per call (judge(..., testcases=True)); else None.
+    testcases: list[Judged | Passed] | None = None
 
     @property
     def too_few_calls(self) -> bool:
-        return len(self.judged) < self.min_calls
+        return self.calls < self.min_calls
 
     @property
     def incomplete(self) -> bool:
@@ -304,24 +352,23 @@ class Gate:
             return f"ERROR: no capture could be read ({self.counts()})"
         if self.incomplete:
             head = "ERROR: not every capture was read completely (--allow-partial judges what was read);"
-            return f"{head} {matched} of {len(self.judged)} calls match{allowed} ({self.counts()})"
+            return f"{head} {matched} of {self.calls} calls match{allowed} ({self.counts()})"
         if matched:
-            return f"FAIL: {matched} of {len(self.judged)} calls match{allowed} ({self.counts()})"
+            return f"FAIL: {matched} of {self.calls} calls match{allowed} ({self.counts()})"
         if self.too_few_calls:
             few = f"fewer than --min-calls {self.min_calls}"
-            return f"FAIL: none of {len(self.judged)} calls match, but that is {few} ({self.counts()})"
-        return f"OK: none of {len(self.judged)} calls match{allowed} ({self.counts()})"
+            return f"FAIL: none of {self.calls} calls match, but that is {few} ({self.counts()})"
+        return f"OK: none of {self.calls} calls match{allowed} ({self.counts()})"
 
     def too_few_line(self) -> str:
-        calls = len(self.judged)
         return (
-            f"too few calls: {calls} analyzed, --min-calls wants {self.min_calls}: no evidence is not success "
+            f"too few calls: {self.calls} analyzed, --min-calls wants {self.min_calls}: no evidence is not success "
             "(was the client pointed at the recorder?)"
         )
 
 
 def judge(
-    analysis: Analysis,
+    analysis: Analysis | CallStream,
     captures: Iterable[str],
     fail_on: Iterable[str] = DEFAULT_FAIL_ON,
     allowances: Iterable[Allowance] = (),
@@ -329,51 +376,104 @@ def judge(
     min_calls: int = 1,
     allow_partial: bool = False,
     strict: bool = False,
+    testcases: bool = False,
 ) -> Gate:
-    """Every call of the analysis judged: what fails it, what excused it."""
-    names = [canonical_name(name) for name in fail_on]
-    allowances = list(allowances)
-    groups = {group.group_id: group.record() for group in analysis.retry_groups}
-    servers = {call.call_id: call.exchange.server for call in analysis.call_objects}
-    captures = list(captures)
-    # The export's "source" is the file's name (analyzer/wire/inputs.py capture_names): the gate reads the path.
-    paths = {call.call_id: call.exchange.source for call in analysis.call_objects}
-    short = short_sources([*captures, *paths.values()])
-    used: set[str] = set()
-    judged = []
-    for call in analysis.calls:
-        path = paths[call["call_id"]]
-        capture = short[path]
-        hits = failed_on(call, names)
-        protocol = None if strict else _protocol_start(call, hits, groups)
-        remaining, allowed_by = _excuse(call, hits, protocol, allowances, (capture, path), used)
-        judged.append(
-            Judged(
-                call=call,
-                capture=capture,
-                server=_host_port(servers.get(call["call_id"], "")),
-                reason=verdict_reason(call),
-                failed_on=remaining,
-                allowed_by=allowed_by,
-            )
-        )
+    """Every call judged, in the order the analysis makes it final: a ``CallStream`` is read through here,
+    each call judged as it comes and kept only if the outputs list it (``Judged``). ``testcases``: keep a
+    ``Passed`` of every other call too, in order, for JUnit's testcase per call."""
+    judge_call = _CallJudge(analysis, list(captures), fail_on, list(allowances), strict)
+    failing: list[Judged] = []
+    allowed: list[Judged] = []
+    every: list[Judged | Passed] | None = [] if testcases else None
+    calls = 0
+    for call in analysis.final_calls():
+        calls += 1
+        judged = judge_call(call)
+        if isinstance(judged, Judged):
+            (failing if judged.fails else allowed).append(judged)
+        if every is not None:
+            every.append(judged)
     return Gate(
-        judged=judged,
-        captures=captures,
+        failing=failing,
+        allowed=allowed,
+        calls=calls,
+        captures=judge_call.captures,
         flows_read=analysis.flows_read,
         read_problems=list(analysis.read_problems),
         min_calls=min_calls,
         allow_partial=allow_partial,
-        unused_allowances=[a.spec for a in allowances if a.spec not in used],
+        unused_allowances=[a.spec for a in judge_call.allowances if a.spec not in judge_call.used],
         cut=None if analysis.time_range is None else analysis.time_range.describe(),
+        testcases=every,
     )
 
 
-def _protocol_start(call: CallRecord, hits: list[str], groups: dict[str, RetryGroupRecord]) -> str | None:
-    """For a call that matched, why its failure is how the protocol begins (expected_by_protocol), or None."""
-    if not hits:
-        return None
-    return expected_by_protocol(call, groups.get(call["retry_group"] or ""))
+class _CallJudge:
+    """One call at a time, as the analysis makes it final: what fails it, what excuses it."""
+
+    def __init__(
+        self,
+        analysis: Analysis | CallStream,
+        captures: list[str],
+        fail_on: Iterable[str],
+        allowances: list[Allowance],
+        strict: bool,
+    ) -> None:
+        self.facts = analysis.facts
+        self.captures = captures
+        self.names = [canonical_name(name) for name in fail_on]
+        self.allowances = allowances
+        self.strict = strict
+        self.used: set[str] = set()  # the specs of the allowances that excused something
+        # The export's "source" is the file's name (analyzer/wire/inputs.py capture_names): the gate reads the
+        # path. Every file a call can come from is named before the first call, so no call's name changes later.
+        self.short = short_sources([*captures, *expand_captures(captures)])
+        self.groups = _SettledGroups(analysis)
+        self.shared: dict[str, str] = {}  # one string per capture and per testcase class, however many calls
+
+    def __call__(self, call: Call) -> Judged | Passed:
+        record = call_record(call, protocol_version(call, self.facts))
+        path = call.exchange.source
+        capture = self._capture_of(path)
+        server = _host_port(call.exchange.server or "")
+        hits = failed_on(record, self.names)
+        if not hits:
+            classname = testcase_classname(record, server)
+            classname = self.shared.setdefault(classname, classname)
+            return Passed(capture, testcase_name(record), classname, _duration_ms(record))
+        protocol = None if self.strict else expected_by_protocol(record, self.groups.of(record))
+        remaining, allowed_by = _excuse(record, hits, protocol, self.allowances, (capture, path), self.used)
+        return Judged(record, capture, server, verdict_reason(record), remaining, allowed_by)
+
+    def _capture_of(self, path: str) -> str:
+        if path not in self.short:  # not one of the files the captures name: named among them all
+            self.short = short_sources([*self.short, path])
+        name = self.short[path]
+        return self.shared.setdefault(name, name)
+
+
+class _SettledGroups:
+    """The records of the retry groups that can excuse a failing attempt (expected_by_protocol), looked up
+    as the analysis settles them. A stream yields a call only once its retry group is settled (the groups
+    settle before the calls they hold in ``CallStream._settle``), so a call's group is among those settled
+    before it is judged."""
+
+    def __init__(self, analysis: Analysis | CallStream) -> None:
+        self.settled = analysis.retry_groups  # grows as the stream is read
+        self.seen = 0
+        self.records: dict[str, RetryGroupRecord] = {}
+
+    def of(self, call: CallRecord) -> RetryGroupRecord | None:
+        if not call["retry_group"]:
+            return None
+        for group in self.settled[self.seen :]:
+            record = group.record()
+            # Only a chain that ended in no failure excuses an attempt (answered_by_authorization, negotiated):
+            # the others need not be kept.
+            if not is_failure(record["final_outcome"]):
+                self.records[record["retry_group"]] = record
+        self.seen = len(self.settled)
+        return self.records.get(call["retry_group"])
 
 
 def _host_port(server: str) -> str:

@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from mcp_blackbox.analyzer.review.check import Gate, Judged, call_head, call_line
+from mcp_blackbox.analyzer.review.check import Gate, Judged, Passed, call_head, call_line
 
 if TYPE_CHECKING:
     from junitparser import TestCase, TestSuite
@@ -61,15 +61,6 @@ def xml_safe(value: object) -> str:
     return _NOT_XML.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 256 else "\ufffd", str(value))
 
 
-def testcase_name(j: Judged) -> str:
-    return " ".join(str(part) for part in (j.call["call_id"], j.call["method"] or "(response)", j.call["tool"]) if part)
-
-
-def testcase_classname(j: Judged) -> str:
-    what = j.call["tool"] or j.call["method"] or "(response)"
-    return f"{j.server}/{what}" if j.server else str(what)
-
-
 def junit(gate: Gate) -> str:
     """JUnit XML as GitLab and Jenkins read it: one testsuite per capture, one testcase per call.
 
@@ -92,12 +83,14 @@ def junit(gate: Gate) -> str:
     return out.getvalue().decode("utf-8") + "\n"
 
 
-def _by_capture(gate: Gate) -> dict[str, list[Judged]]:
+def _by_capture(gate: Gate) -> dict[str, list[Judged | Passed]]:
     """The judged calls by capture: every capture given has a suite, in the order given, even without calls."""
-    by_capture: dict[str, list[Judged]] = {}
+    if gate.testcases is None:
+        raise ValueError("JUnit has a testcase per call: judge(..., testcases=True) keeps them")
+    by_capture: dict[str, list[Judged | Passed]] = {}
     for capture in gate.captures:
         by_capture.setdefault(gate.capture_name(capture), [])
-    for j in gate.judged:
+    for j in gate.testcases:
         by_capture.setdefault(j.capture, []).append(j)
     return by_capture
 
@@ -106,22 +99,19 @@ def _suite(name: str, cases: list[TestCase]) -> TestSuite:
     from junitparser import TestSuite
 
     suite = TestSuite(name)
-    for case in cases:
-        suite.add_testcase(case)
-    suite.update_statistics()
+    # At once: add_testcase counts the whole suite again after each case, quadratic in a long capture's calls.
+    suite.add_testcases(cases)
     return suite
 
 
-def _call_testcase(j: Judged) -> TestCase:
+def _call_testcase(j: Judged | Passed) -> TestCase:
     """A call's testcase: a failure if it fails, what allowed it if it was allowed, else a plain pass."""
     from junitparser import Failure, SystemOut, TestCase
 
-    duration = j.call.get("duration_ms")
-    case = TestCase(
-        xml_safe(testcase_name(j)),
-        xml_safe(testcase_classname(j)),
-        round(duration / 1000, 6) if isinstance(duration, int | float) else None,
-    )
+    duration = j.duration_ms
+    case = TestCase(xml_safe(j.name), xml_safe(j.classname), None if duration is None else round(duration / 1000, 6))
+    if isinstance(j, Passed):
+        return case
     if j.fails:
         failure = Failure(xml_safe(j.reason), xml_safe(",".join(j.failed_on)))
         failure.text = xml_safe("\n".join(j.evidence()))
@@ -173,7 +163,7 @@ def github(gate: Gate) -> str:
     a ``::notice`` when the gate passes, a plain line otherwise (the errors above are the annotations)."""
     lines = []
     for j in gate.failing:
-        title = f"{','.join(j.failed_on)}: {testcase_name(j)} in {j.capture}"
+        title = f"{','.join(j.failed_on)}: {j.name} in {j.capture}"
         # The reason whole, newlines and all: escaped, they stay in the annotation.
         lines.append(command("error", title, f"{call_head(j.call, j.capture)} — {j.reason}"))
     lines += [call_line(j) for j in gate.allowed]
@@ -255,7 +245,7 @@ def as_json(gate: Gate) -> str:
         "exit_code": gate.exit_code,
         "summary": gate.summary(),
         "counts": {
-            "calls": len(gate.judged),
+            "calls": gate.calls,
             "failing": len(gate.failing),
             "allowed": len(gate.allowed),
             "flows": gate.flows_read,

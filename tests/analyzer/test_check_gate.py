@@ -21,17 +21,23 @@ from junitparser import Error, Failure, JUnitXml
 from markdown_it import MarkdownIt
 
 from mcp_blackbox.analyzer import analyze
+from mcp_blackbox.analyzer.outputs.analysis import DEFAULT_WINDOW, CallStream
 from mcp_blackbox.analyzer.redaction.redact import redact_text
 from mcp_blackbox.analyzer.review.check import (
+    AUTH_HANDSHAKE,
+    DEFAULT_FAIL_ON,
     FLAGS,
     LAYERS,
     OUTCOMES,
     SELECTOR_KEYS,
+    Gate,
+    Passed,
     answered_by_authorization,
+    judge,
     parse_allow,
     parse_allowance,
 )
-from mcp_blackbox.analyzer.review.check_formats import escape_data, escape_property
+from mcp_blackbox.analyzer.review.check_formats import FORMATS, escape_data, escape_property, render, step_summary
 from tests.analyzer.flows import error, exchange, rpc, tool_call, write
 from tests.analyzer.test_check_and_summary import ALL_SAMPLES, CALL_ID, REPO, RETRY_AFTER_503, SAMPLES, cli, relative
 
@@ -551,3 +557,39 @@ def test_a_refused_probe_the_client_negotiated_past_is_allowed_and_a_lone_one_fa
     done = cli("check", lone)
     assert done.returncode == 1, done.stdout
     assert failing_ids(done.stdout) == [analyze([str(lone)]).calls[0]["call_id"]] and allowed_ids(done.stdout) == []
+
+
+# ---------------------------------------------------------------- read as a stream
+
+
+def gate_outputs(gate: Gate) -> dict[str, str]:
+    return {fmt: render(gate, fmt) for fmt in FORMATS} | {"step summary": step_summary(gate)}
+
+
+@pytest.mark.parametrize("names", [["UNSAFE_RETRY"], list(DEFAULT_FAIL_ON), ["transport", "protocol"]])
+def test_the_gate_judged_from_the_stream_says_what_the_whole_analysis_says(names: list[str]) -> None:
+    """check reads each recording through a CallStream with the default window, as export does, keeping only
+    the calls its outputs list: every format says what the gate over the whole analysis says, the allowed
+    protocol starts included (their retry groups are settled before their calls are final)."""
+    allow = parse_allow("tool=raise_error:TOOL_ERROR,HTTP_ERROR")
+    for capture in [*ALL_SAMPLES, *SAMPLES.glob("*.stdio.jsonl")]:
+        paths = relative(capture)
+        whole = judge(analyze(paths), paths, names, allow, testcases=True)
+        stream = CallStream(paths, window=DEFAULT_WINDOW)
+        streamed = judge(stream, paths, names, allow, testcases=True)
+        assert streamed.calls == stream.call_count > 0, capture
+        assert gate_outputs(streamed) == gate_outputs(whole), capture
+    protocol_starts = judge(CallStream(relative(AUTH), window=DEFAULT_WINDOW), relative(AUTH))
+    assert [j.allowed_by[0].split(":")[0] for j in protocol_starts.allowed] == [AUTH_HANDSHAKE]
+
+
+def test_a_passing_call_is_only_counted_unless_junit_wants_its_testcase() -> None:
+    paths = relative(TOOLS)
+    counted = judge(CallStream(paths, window=DEFAULT_WINDOW), paths)
+    assert counted.testcases is None and counted.calls > len(counted.failing) + len(counted.allowed) > 0
+    with pytest.raises(ValueError, match="testcases=True"):
+        render(counted, "junit")
+    every = judge(CallStream(paths, window=DEFAULT_WINDOW), paths, testcases=True)
+    assert every.testcases is not None and len(every.testcases) == every.calls
+    passed = [case for case in every.testcases if isinstance(case, Passed)]
+    assert len(passed) == every.calls - len(every.failing) - len(every.allowed)
