@@ -402,13 +402,21 @@ def run_summary(args: argparse.Namespace) -> int:
             if status == NOTHING_READ:
                 output.discard()  # a summary of nothing is not put in a file (stdout still shows it)
         return status
-    analysis = load_or_explain(args.captures, args.time_range)
-    if analysis is None:
-        return 2
     from mcp_blackbox.analyzer.review.summary_markdown import summary_markdown
 
+    # Read as the terminal summary is, keeping only what the document prints; written once whole, and not at
+    # all (stdout included) when nothing could be read.
+    documents: list[str] = []
+    status = _streamed(
+        args.captures,
+        DEFAULT_WINDOW,
+        lambda stream: documents.append(summary_markdown(stream, args.captures, redact=not args.no_redact)),
+        args.time_range,
+    )
+    if status == NOTHING_READ:
+        return status
     with Output(args.output, mode=_file_mode(args)) as output:
-        output.stream.write(summary_markdown(analysis, args.captures, redact=not args.no_redact))
+        output.stream.write(documents[0])
     return 0
 
 

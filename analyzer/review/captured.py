@@ -18,35 +18,51 @@ def server_name(name_and_version: str) -> str:
 
 def captured_facts(analysis: Analysis, paths: list[str]) -> dict[str, Any]:
     """Who and what the header of a report or a summary names, most frequent first."""
-    calls = analysis.call_objects
-    start = min((c.request.t for c in calls), default=None)
-    ends = [c.t_end or c.request.t for c in calls]
-    agents = Counter(c.exchange.request_headers.get("user-agent") for c in calls)
-    return {
-        "captures": paths,
-        "start": start,
-        "end": max(ends, default=start),
-        "clients": _client_infos(calls),
-        "processes": client_processes(calls),
-        "user_agents": [a for a, _ in agents.most_common(10) if a],
-        "servers": sorted({server_name(s) for s in analysis.facts.servers}),
-        "versions": _protocol_versions(calls, analysis.facts),
-    }
+    captured = Captured()
+    for call in analysis.call_objects:
+        captured.add(call, analysis.facts)
+    return captured.facts(paths, analysis.facts)
 
 
-def client_processes(calls: list[Call]) -> list[str]:
-    """The ten local processes that sent the most calls, as the recorder measured them: "pid N (name)"."""
-    senders = Counter(c.client.process for c in calls if c.client is not None and c.client.process is not None)
-    return [f"pid {p.pid} ({p.name})" for p, _ in senders.most_common(10)]
+class Captured:
+    """``captured_facts`` gathered as the calls pass (a CallStream's calls are gone once read): counters of
+    the few distinct names and the first and last times, never the calls.
 
+    Counters rank ties in the order names were first seen, so calls fed in the order they started rank as
+    the whole analysis's list did."""
 
-def _client_infos(calls: list[Call]) -> list[str]:
-    """The ten most frequent clientInfo (name/version) the requests gave."""
-    infos = Counter(c.request.facts.client for c in calls if c.request.facts is not None and c.request.facts.client)
-    return [name for name, _ in infos.most_common(10)]
+    def __init__(self) -> None:
+        self.start: float | None = None
+        self.end: float | None = None
+        self.agents: Counter[str | None] = Counter()
+        self.senders: Counter[Any] = Counter()  # the recorder's PeerProcess (pid, name)
+        self.infos: Counter[str] = Counter()
+        self.versions: Counter[str | None] = Counter()
 
+    def add(self, call: Call, facts: CaptureFacts) -> None:
+        """One call; ``facts`` as they stand when it is final (its protocol version, as its record has it)."""
+        t = call.request.t
+        self.start = t if self.start is None else min(self.start, t)
+        end = call.t_end or t
+        self.end = end if self.end is None else max(self.end, end)
+        self.agents[call.exchange.request_headers.get("user-agent")] += 1
+        if call.client is not None and call.client.process is not None:
+            self.senders[call.client.process] += 1
+        if call.request.facts is not None and call.request.facts.client:
+            self.infos[call.request.facts.client] += 1
+        if call.request.kind == "request":
+            self.versions[protocol_version(call, facts)] += 1
 
-def _protocol_versions(calls: list[Call], facts: CaptureFacts) -> list[str]:
-    """The protocol versions the requests were made under, most frequent first."""
-    versions = Counter(protocol_version(c, facts) for c in calls if c.request.kind == "request")
-    return [v for v, _ in versions.most_common() if v]
+    def facts(self, paths: list[str], facts: CaptureFacts) -> dict[str, Any]:
+        """The header's facts; ``facts``: the capture's, once every call is read (the servers it named)."""
+        return {
+            "captures": paths,
+            "start": self.start,
+            "end": self.end,
+            "clients": [name for name, _ in self.infos.most_common(10)],  # the ten most frequent clientInfo
+            # the ten local processes that sent the most calls, as the recorder measured them
+            "processes": [f"pid {p.pid} ({p.name})" for p, _ in self.senders.most_common(10)],
+            "user_agents": [a for a, _ in self.agents.most_common(10) if a],
+            "servers": sorted({server_name(s) for s in facts.servers}),
+            "versions": [v for v, _ in self.versions.most_common() if v],  # most frequent first
+        }

@@ -70,3 +70,33 @@ def top_errors(failed: Iterable[tuple[str, str, str]]) -> list[TopError]:
             error = found[key] = TopError(outcome, key[1], example=reason)
         error.calls.append(call_id)
     return sorted(found.values(), key=lambda e: -e.count)  # stable: ties keep the order they came in
+
+
+@dataclass
+class ErrorCount:
+    """One error as a summary prints it: its outcome, its reason with the figures set aside, how many calls, the
+    first call."""
+
+    outcome: str
+    error: str
+    first: str
+    count: int = 0
+
+
+class ErrorTally:
+    """``top_errors`` fed one failed call at a time, keeping a count and the first call per error instead of
+    every call's id: what the Markdown summary prints, at a size that does not grow with the capture."""
+
+    def __init__(self) -> None:
+        self._found: dict[tuple[str, str], ErrorCount] = {}
+
+    def add(self, call_id: str, outcome: str, reason: str) -> None:
+        key = (outcome, error_key(reason))
+        error = self._found.get(key)
+        if error is None:
+            error = self._found[key] = ErrorCount(outcome, key[1], call_id)
+        error.count += 1
+
+    def ranked(self) -> list[ErrorCount]:
+        """Most calls first, then the error that came first (as ``top_errors`` ranks them)."""
+        return sorted(self._found.values(), key=lambda e: -e.count)

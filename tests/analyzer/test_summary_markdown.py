@@ -11,9 +11,11 @@ from typing import Any
 
 from markdown_it import MarkdownIt
 
-from mcp_blackbox.analyzer.outputs.analysis import analyze
+from mcp_blackbox.analyzer.outputs.analysis import DEFAULT_WINDOW, CallStream, analyze
 from mcp_blackbox.analyzer.review.summary_markdown import summary_markdown
 from tests.analyzer.flows import exchange, result, text_result, tool_call, write
+
+HOUR_START = 1_796_000_000.0  # a capture's first call (2026-11-30 UTC)
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLES = sorted(str(p.relative_to(REPO)) for p in (REPO / "sample_captures").glob("*.flows"))
@@ -139,3 +141,37 @@ def test_a_swallowed_exception_is_a_success_in_doubt_and_a_clean_call_that_logs_
         .split("## Successes in doubt", 1)[1]
         .split("\n## ", 1)[0]
     )
+
+
+def an_hour_past_every_list(tmp_path: Path) -> Path:
+    """An hour of calls, one every 30 s, so that a window of DEFAULT_WINDOW moves many times over it: a quarter
+    fail with a 503 each in its own words, a quarter get an empty result, a quarter no answer: each list runs
+    past LISTED rows and the transport layer's cell past its 8 ids."""
+    flows = []
+    for n in range(120):
+        call, at = tool_call(n, f"tool{n % 5}"), HOUR_START + 30 * n
+        if n % 4 == 0:
+            flows.append(
+                exchange(call, status=503, body=f"shard {n} is down".encode(), content_type="text/plain", at=at)
+            )
+        elif n % 4 == 1:
+            flows.append(exchange(call, body=result(n, {"content": []}), at=at))
+        elif n % 4 == 2:
+            flows.append(exchange(call, status=None, error_message="Connection killed.", at=at))
+        else:
+            flows.append(exchange(call, body=result(n, text_result("done")), at=at))
+    return write(tmp_path, *flows)
+
+
+def test_the_streamed_document_is_the_whole_analysis_document(tmp_path: Path) -> None:
+    """cli reads a windowed CallStream and keeps only what the document prints (counts, the first rows of each
+    list, a count and a first call per error); the document is the whole analysis's, on every sample alone and
+    on a capture whose lists are cut at LISTED rows."""
+    hour = str(an_hour_past_every_list(tmp_path))
+    for path in [*SAMPLES, "sample_captures/stdio-faults.stdio.jsonl", hour]:
+        whole = summary_markdown(analyze([REPO / path]), [path], redact=False)
+        streamed = summary_markdown(CallStream([REPO / path], window=DEFAULT_WINDOW), [path], redact=False)
+        assert streamed == whole, path
+    # The hour's lists run past what is printed: a document that kept every call would look the same.
+    assert whole.count("more (mcp-blackbox export lists them all)") == 3  # doubted, top errors, unanswered
+    assert re.search(r"\| transport \| 60 \| .* and 52 more \|", whole), whole
