@@ -469,17 +469,23 @@ def run_diff(args: argparse.Namespace) -> int:
 
     if refused("diff", args.output):
         return CANNOT_WRITE
-    sides, cut = [], {}
+    sides: list[Side] = []
+    cut = {}
     for name, path, time_range in (
         ("before", args.before, args.time_ranges[0]),
         ("after", args.after, args.time_ranges[1]),
     ):
-        analysis = load_or_explain([path], time_range)
-        if analysis is None:
+        # Each side read through the export's stream, keeping a few fields per call (review/diff.py).
+        ranges: list[dict[str, Any] | None] = []
+
+        def consume(stream: CallStream, into: list[dict[str, Any] | None] = ranges) -> None:
+            sides.append(Side.of(stream, redact=not args.no_redact))
+            into.append(stream.range_record())
+
+        if _streamed([path], DEFAULT_WINDOW, consume, time_range) != 0:
             return 2
-        sides.append(Side.of(analysis, redact=not args.no_redact))
         if time_range is not None:
-            cut[name] = {"described": time_range.describe(), **(analysis.range or {})}
+            cut[name] = {"described": time_range.describe(), **(ranges[0] or {})}
     result = diff(*sides, latency_ratio=args.latency_ratio)
     if cut:  # --since/--until: both sides cut alike; the key only then (the output is unchanged without)
         result["range"] = cut

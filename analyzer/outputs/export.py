@@ -111,9 +111,15 @@ def iter_records(analysis: Analyzed, *, redact: bool = True) -> Iterator[CallRec
     Evidence and error messages quote what servers said, which may hold a token: redacted by default
     (``Redactor.call_record`` says which fields).
     """
+    for _, record in iter_calls_and_records(analysis, redact=redact):
+        yield record
+
+
+def iter_calls_and_records(analysis: Analyzed, *, redact: bool = True) -> Iterator[tuple[Call, CallRecord]]:
+    """Each final call with its export record (``iter_records``), for a reader that needs the call too."""
     redactor = Redactor.of(redact)
     for call in analysis.final_calls():
-        yield redactor.call_record(call_record(call, protocol_version(call, analysis.facts)))
+        yield call, redactor.call_record(call_record(call, protocol_version(call, analysis.facts)))
 
 
 def write_json(analysis: Analyzed, out: IO[str], *, redact: bool = True) -> None:

@@ -24,15 +24,19 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from mcp_blackbox.analyzer.model.contract import CallRecord
 from mcp_blackbox.analyzer.model.vocabulary import is_failure
-from mcp_blackbox.analyzer.outputs.analysis import Analysis
-from mcp_blackbox.analyzer.outputs.export import iter_records
+from mcp_blackbox.analyzer.outputs.analysis import Analysis, CallStream
+from mcp_blackbox.analyzer.outputs.export import iter_calls_and_records
 
 MIN_LATENCY_CALLS = 5  # calls of a tool on each side before its p95 may count as a regression
 DEFAULT_LATENCY_RATIO = 2.0
 
 Key = tuple[str, str, str, str]  # server, method, tool, arguments digest
+# A call as the diff keeps it: the fields of its export record that matching, states, latency and the
+# outputs read. A side holds one per call, not the whole record: a long capture's diff stays small.
+SLIM_FIELDS = ("call_id", "method", "tool", "arguments_digest", "outcome", "flags", "reason", "started_at",
+               "t_start", "duration_ms")  # fmt: skip
+CallRecord = dict[str, Any]  # SLIM_FIELDS of an export record
 # How a logical request ended, worst first: the rank says which way a change went.
 STATES = ("failed", "recovered", "ok")
 
@@ -50,9 +54,13 @@ class Side:
     twice: Counter[tuple[str, str, str]] = field(default_factory=Counter)
 
     @classmethod
-    def of(cls, analysis: Analysis, *, redact: bool = True) -> Side:
-        servers = {c.call_id: _server(c.exchange.endpoint) for c in analysis.call_objects}
-        side = cls(list(iter_records(analysis, redact=redact)), servers)
+    def of(cls, analysis: Analysis | CallStream, *, redact: bool = True) -> Side:
+        """One capture's side, from the whole analysis or from the export's stream (read to its end here:
+        its retry groups and writes run twice are known then)."""
+        side = cls([], {})
+        for call, record in iter_calls_and_records(analysis, redact=redact):
+            side.calls.append({name: record[name] for name in SLIM_FIELDS})  # type: ignore[literal-required]
+            side.servers[call.call_id] = _server(call.exchange.endpoint)
         by_id = {c["call_id"]: c for c in side.calls}
         for group in (g.record() for g in analysis.retry_groups):
             # With --since/--until a chain's earlier attempts may be outside the range: its first attempt

@@ -7,8 +7,8 @@ from typing import Any
 
 from mitmproxy.http import HTTPFlow
 
-from mcp_blackbox.analyzer.outputs.analysis import analyze
-from mcp_blackbox.analyzer.review.diff import Side, diff, percentile
+from mcp_blackbox.analyzer.outputs.analysis import DEFAULT_WINDOW, CallStream, analyze
+from mcp_blackbox.analyzer.review.diff import SLIM_FIELDS, Side, diff, percentile
 from tests.analyzer import test_retries as retries
 from tests.analyzer.flows import error, exchange, result, rpc, text_result, write
 
@@ -112,3 +112,16 @@ def test_a_request_that_recovered_after_a_retry_is_no_new_failure_but_needs_a_re
     )
     out = diff(once, failed)
     assert [f["after"]["state"] for f in out["new_failures"]] == ["failed"] and out["needs_retry"] == []
+
+
+def test_a_side_read_from_the_stream_is_the_whole_analysis_side_and_keeps_a_few_fields() -> None:
+    """Issue 23: diff reads each capture through the export's stream and keeps a few fields per call; the
+    side, and so the diff, is the whole analysis's on every sample capture."""
+    samples = sorted(Path(__file__).resolve().parents[2].joinpath("sample_captures").glob("*.flows"))
+    for sample in samples:
+        stream = CallStream([str(sample)], window=DEFAULT_WINDOW)
+        streamed, whole = Side.of(stream), Side.of(analyze([str(sample)]))
+        assert streamed == whole, sample.name
+        assert streamed.calls and all(list(call) == list(SLIM_FIELDS) for call in streamed.calls)
+    first, second = (Side.of(CallStream([str(s)], window=DEFAULT_WINDOW)) for s in samples[:2])
+    assert diff(first, second) == diff(*(Side.of(analyze([str(s)])) for s in samples[:2]))
