@@ -213,8 +213,9 @@ def add_gateway_services(service: dict[str, str], groups: list[RetryGroup]) -> d
     return service
 
 
-def _retry_after(call: Call) -> float | None:
-    """Seconds a 429 (or 503) asked the client to wait, from Retry-After."""
+def retry_after(call: Call) -> float | None:
+    """Seconds a 429 (or 503) asked the client to wait, from Retry-After: a number, or an HTTP date (after
+    the answer's end). The one reading of the header: RETRY_AFTER_IGNORED and the rate-limit finding."""
     value = call.exchange.response_headers.get("retry-after")
     if not value:
         return None
@@ -915,7 +916,7 @@ def _attempt_safety(before: Call, after: Call, facts: CaptureFacts) -> tuple[Saf
 
 def _retry_after_ignored(before: Call, after: Call) -> _Concern | None:
     """A 429 or 503 asked for a wait (Retry-After) that the retry did not keep."""
-    wait = _retry_after(before) if before.exchange.status in (429, 503) else None
+    wait = retry_after(before) if before.exchange.status in (429, 503) else None
     if wait is None:
         return None
     waited = after.request.t - (before.t_end or before.request.t)

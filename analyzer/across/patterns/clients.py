@@ -21,7 +21,7 @@ from typing import Any
 from urllib.parse import urljoin, urlsplit
 
 from mcp_blackbox.analyzer.across.affinity import AFFINITY_WINDOW, Affinity
-from mcp_blackbox.analyzer.across.patterns.engine import CALLS_NAMED, Context
+from mcp_blackbox.analyzer.across.patterns.engine import CALLS_NAMED, Context, finding_record
 from mcp_blackbox.analyzer.calls.pair import legacy_session_of_endpoint
 from mcp_blackbox.analyzer.calls.stdio_calls import short_command
 from mcp_blackbox.analyzer.model.contract import FindingRecord
@@ -44,16 +44,7 @@ def _counted(counter: Counter[Any]) -> str:
 def _finding(
     rule: str, title: str, summary: str, evidence: list[str], calls: list[str], span: tuple[float, float]
 ) -> FindingRecord:
-    record: FindingRecord = {
-        "rule": rule,
-        "title": title,
-        "summary": summary,
-        "evidence": evidence,
-        "calls": calls[:CALLS_NAMED],
-        "start": span[0],
-        "end": span[1],
-    }
-    return record
+    return finding_record(rule, title, summary, evidence, calls, *span)
 
 
 # --------------------------------------------------------------------------------------------------------------

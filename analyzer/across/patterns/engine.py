@@ -7,7 +7,7 @@ time and forgets them (analyzer/across/call_stream.py).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -31,6 +31,21 @@ class Context:
     # Each HTTP+SSE (2024-11-05) stream's `endpoint` event (patterns/clients.py, endpoint_event): such a stream
     # carries no call of its own when no request follows it.
     endpoints: Sequence[dict[str, Any]] = field(default_factory=tuple)
+
+
+def finding_record(
+    rule: str, title: str, summary: str, evidence: list[str], calls: Iterable[str], start: float, end: float
+) -> FindingRecord:
+    """A finding as every rule returns it: its calls each once, in the order given, the first CALLS_NAMED."""
+    return {
+        "rule": rule,
+        "title": title,
+        "summary": summary,
+        "evidence": evidence,
+        "calls": list(dict.fromkeys(calls))[:CALLS_NAMED],
+        "start": start,
+        "end": end,
+    }
 
 
 class Rule(Protocol):

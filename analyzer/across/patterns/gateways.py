@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from mcp_blackbox.analyzer.across.executions import unknown_tool
-from mcp_blackbox.analyzer.across.patterns.engine import CALLS_NAMED, Context
+from mcp_blackbox.analyzer.across.patterns.engine import CALLS_NAMED, Context, finding_record
+from mcp_blackbox.analyzer.across.retries import retry_after
 from mcp_blackbox.analyzer.calls.gateway import gateway_sign
 from mcp_blackbox.analyzer.model.contract import FindingRecord
 from mcp_blackbox.analyzer.model.records import C2S, Call
@@ -119,15 +120,8 @@ class _Tally:
 def _finding(name: str, title: str, summary: str, evidence: list[str], *tallies: _Tally) -> FindingRecord:
     """A finding about the calls of ``tallies`` (in the order they started: the stream feeds them so)."""
     calls = [call for tally in tallies for call in tally.calls]
-    return {
-        "rule": name,
-        "title": title,
-        "summary": summary,
-        "evidence": evidence,
-        "calls": list(dict.fromkeys(calls))[:CALLS_NAMED],
-        "start": min(tally.first for tally in tallies),
-        "end": max(tally.last for tally in tallies),
-    }
+    start, end = min(tally.first for tally in tallies), max(tally.last for tally in tallies)
+    return finding_record(name, title, summary, evidence, calls, start, end)
 
 
 # ---------------------------------------------------------------- upstream marked down
@@ -332,13 +326,6 @@ MIN_LIMITED = 2
 MAX_WAITING_CHAINS = 1000
 
 
-def _retry_after(call: Call) -> float | None:
-    """The wait Retry-After asked for, in seconds, when it is a number (an HTTP date is left to the retries
-    stage, which judged RETRY_AFTER_IGNORED with it)."""
-    value = call.exchange.response_headers.get("retry-after", "").strip()
-    return float(value) if value.isascii() and value.isdigit() else None
-
-
 def _rate_limited(call: Call) -> bool:
     status = call.exchange.status
     return status == RATE_LIMIT or (status == UNAVAILABLE and "retry-after" in call.exchange.response_headers)
@@ -388,7 +375,7 @@ class RateLimited:
         limits = self._servers.setdefault(server, _Limits())
         limits.limited.add(call)
         limits.statuses[call.exchange.status or 0] += 1
-        if (asked := _retry_after(call)) is not None:
+        if (asked := retry_after(call)) is not None:
             _widen(limits.asked, asked)
         elif "retry-after" in call.exchange.response_headers:
             limits.dated += 1
