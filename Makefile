@@ -10,7 +10,7 @@ NODE_PEERS := tests/truth/peers/node
 # Debian's chromium (playwright-core drives it; Playwright's own browser downloads are not used).
 CHROMIUM ?= chromium
 
-.PHONY: report test lint chromium browser-deps nginx truth-deps bench-addon bench-analyzer bench-report bench-scale bench-stdio samples truth clean
+.PHONY: report test lint chromium browser-deps nginx truth-deps bench-addon bench-analyzer bench-peer-lookup bench-report bench-scale bench-stdio samples truth clean
 
 # The main job: the bundled sample captures rendered into one self-contained report. It needs the package
 # alone (mitmproxy, pandas, jinja2, jsonschema), not the test extra.
@@ -88,6 +88,10 @@ bench-addon: $(STAMP)
 
 bench-analyzer: $(STAMP)
 	$(BIN)/python tests/benchmarks/bench_analyzer.py
+
+# How fast the recorder's helper names the process behind a client socket, against psutil's scan.
+bench-peer-lookup: $(STAMP)
+	$(BIN)/python tests/benchmarks/bench_peer_lookup.py
 
 bench-report: $(STAMP) browser-deps
 	$(BIN)/python tests/benchmarks/bench_report.py

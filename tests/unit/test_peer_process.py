@@ -16,7 +16,7 @@ from typing import Any
 import psutil
 import pytest
 
-from mcp_blackbox.addon.peer_lookup import describe, owner_of, owners_of
+from mcp_blackbox.addon.peer_lookup import SocketOwners, _owners_by_psutil, describe, owner_of, owners_of
 from mcp_blackbox.addon.peer_process import HelperProcess, PeerProcesses, is_loopback
 from mcp_blackbox.analyzer.model.identity import ClientProcess
 from mcp_blackbox.analyzer.read.load import process_of
@@ -43,6 +43,67 @@ def test_the_owner_of_a_loopback_socket_is_this_process() -> None:
     me = psutil.Process()
     assert (found["pid"], found["name"], found["started_at"]) == (os.getpid(), me.name(), me.create_time())
     assert found["parents"][0]["pid"] == os.getppid() and "gateway" not in found
+
+
+HOLDER = """
+import socket, sys, time
+ends = [tuple(end.split(",")) for end in sys.argv[1:]]
+held = [socket.create_connection((host, int(port))) for host, port in ends]
+print(" ".join(f"{s.getsockname()[0]},{s.getsockname()[1]}" for s in held), flush=True)
+time.sleep(60)
+"""
+
+
+def _holder(*servers: tuple[str, int]) -> tuple[subprocess.Popen[str], list[tuple[str, int]]]:
+    """A process holding one connection to each server; the client ends of its sockets."""
+    ends = [f"{host},{port}" for host, port in servers]
+    process = subprocess.Popen([sys.executable, "-c", HOLDER, *ends], stdout=subprocess.PIPE, text=True)
+    assert process.stdout is not None
+    return process, [(host, int(port)) for host, port in (end.split(",") for end in process.stdout.readline().split())]
+
+
+def test_each_socket_is_found_in_the_process_that_holds_it_over_ipv4_ipv6_and_dual_stack() -> None:
+    """Three processes, each holding an IPv4, an IPv6 and a dual-stack (IPv4-mapped) connection. One lookup
+    asks for the first's sockets, the next for the other two's: the process found first, looked at first the
+    second time, must not be taken for the others' (psutil's full scan is the reference)."""
+    v4 = socket.create_server(("127.0.0.1", 0))
+    v6 = socket.create_server(("::1", 0), family=socket.AF_INET6)
+    dual = socket.create_server(("::", 0), family=socket.AF_INET6, dualstack_ipv6=True)
+    # The dual-stack listener's local end as mitmproxy names it, and the client's IPv4-mapped.
+    local = [v4.getsockname()[:2], v6.getsockname()[:2], ("::ffff:127.0.0.1", dual.getsockname()[1])]
+    holders = [_holder(*local) for _ in range(3)]
+    try:
+        for server in (v4, v6, dual):
+            for _ in holders:
+                server.accept()
+        wanted = [[(end, local[i]) for i, end in enumerate(ends)] for _, ends in holders]
+        owners = SocketOwners()
+        assert owners.diag is not None, "Linux answers through sock_diag"
+        first = owners(wanted[0])
+        rest = owners(wanted[1] + wanted[2])
+        pids = [f["pid"] if f else None for f in first + rest]
+        assert pids == [process.pid for process, _ in holders for _ in range(3)]
+        assert pids == [f["pid"] if f else None for f in _owners_by_psutil(wanted[0] + wanted[1] + wanted[2])]
+    finally:
+        for process, _ in holders:
+            process.kill()
+            process.wait()
+        for server in (v4, v6, dual):
+            server.close()
+
+
+def test_a_socket_its_client_closed_has_no_owner() -> None:
+    """Closed first by the client, its socket waits in TIME_WAIT with no process: unknown, not the server's
+    process that still holds the other end."""
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        client = socket.create_connection(server.getsockname())
+        accepted, _ = server.accept()
+        end = client.getsockname()
+        client.close()
+        with accepted:
+            accepted.recv(1)
+            assert SocketOwners()([(end, server.getsockname())]) == [None]
+            assert owner_of(accepted.getpeername(), server.getsockname()) is None
 
 
 def test_no_owner_for_a_socket_nobody_has() -> None:
