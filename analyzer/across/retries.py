@@ -36,6 +36,10 @@ from mcp_blackbox.analyzer.model.vocabulary import (
 )
 
 RETRY_WINDOW = 300.0  # seconds after a failure in which the same request counts as its retry
+# Seconds of a unit's tool calls kept to tell an application loop re-running the sequence that led to a
+# failure: the sequence as far back as this before it, re-run within RETRY_WINDOW after. Older calls are
+# never asked about, so a session open for hours costs what its last minutes sent.
+HISTORY = 2 * RETRY_WINDOW
 MANUAL_GAP = 60.0  # a longer pause before a retry reads as a person, not a loop
 PROXY_GAP = 0.5  # gateways re-send within ~250 ms
 FALLBACK_GAP = 10.0  # a client falls back to an older protocol right after a refusal
@@ -59,6 +63,31 @@ class _Unlinked(NamedTuple):
     why: list[str]
 
 
+@dataclass(slots=True)
+class _Sent:
+    """A unit's tool calls, in order, within HISTORY of its latest: what each asked (tool, params digest) and
+    when. Places are counted from the unit's first call; ``dropped`` are the oldest, no longer kept."""
+
+    facts: deque[RequestFacts | None] = field(default_factory=deque)
+    times: deque[float] = field(default_factory=deque)
+    dropped: int = 0
+
+    def add(self, facts: RequestFacts | None, t: float) -> int:
+        """Its place; the calls more than HISTORY before ``t`` go."""
+        place = self.dropped + len(self.facts)
+        self.facts.append(facts)
+        self.times.append(t)
+        while self.times[0] < t - HISTORY:
+            self.facts.popleft()
+            self.times.popleft()
+            self.dropped += 1
+        return place
+
+    def before(self, place: int) -> set[tuple[str, str]]:
+        kept = itertools.islice(self.facts, max(0, place - self.dropped))
+        return {(facts.tool or "", facts.digest) for facts in kept if facts}
+
+
 class _History:
     """What each client unit sent, in order: whether a fresh session re-ran the sequence that led to a
     failed call (an application loop starting over), or only sent the same request again; and whether
@@ -67,8 +96,7 @@ class _History:
     worked out when asked: a capture of 100,000 calls must not pay for them."""
 
     def __init__(self) -> None:
-        # unit -> what its tools/call requests asked (tool, params digest), in order
-        self._tool_calls: dict[str, list[RequestFacts | None]] = {}
+        self._tool_calls: dict[str, _Sent] = {}  # unit -> its tools/call requests
         self._place: dict[int, tuple[str, int]] = {}  # id(a failed call) -> (its unit, its place in the list)
         self._current: tuple[int, str, int] = (0, "", 0)  # the same of the call being linked
         # lineage key -> its latest identical requests (only look-alikes close in time matter); most keys
@@ -94,25 +122,30 @@ class _History:
         """``call`` is being linked: what it sent joins its unit's history."""
         self._current = (id(call), "", 0)
         if call.tool is not None and call.client is not None:
-            sent = self._tool_calls.setdefault(call.client.unit, [])
-            self._current = (id(call), call.client.unit, len(sent))
+            sent = self._tool_calls.setdefault(call.client.unit, _Sent())
+            # The call's own record of what it asked: no copy per call.
+            self._current = (id(call), call.client.unit, sent.add(call.request.facts, call.request.t))
             if is_failure(call.outcome):  # only a failed call is asked about again, as a later one's before
                 self._place[id(call)] = self._current[1:]
-            sent.append(call.request.facts)  # the call's own record of what it asked: no copy per call
 
     def prior(self, call: Call) -> set[tuple[str, str]]:
         """(tool, params digest) of the tool calls its unit sent before it (the call being linked, or a failed
-        one before it)."""
+        one before it), as far back as HISTORY."""
+        unit, before = self._unit_place(call)
+        sent = self._tool_calls.get(unit)
+        return sent.before(before) if sent is not None else set()
+
+    def _unit_place(self, call: Call) -> tuple[str, int]:
         current, unit, before = self._current
-        if current != id(call):
-            unit, before = self._place.get(id(call), ("", 0))
-        return {(facts.tool or "", facts.digest) for facts in self._tool_calls.get(unit, [])[:before] if facts}
+        return (unit, before) if current == id(call) else self._place.get(id(call), ("", 0))
 
     def forget(self, call: Call, unit_ended: bool) -> None:
-        """``call`` is final; ``unit_ended``: it was its unit's last call so far."""
-        place = self._place.pop(id(call), None)
-        if place is not None and unit_ended:
-            self._tool_calls.pop(place[0], None)
+        """``call`` is final; ``unit_ended``: it was its unit's last call so far. Then what the unit sent goes: a
+        later attempt can no longer join it. (A unit that sends again after so long, a session idle for the
+        retry window and more, starts a history anew.)"""
+        self._place.pop(id(call), None)
+        if unit_ended and call.client is not None:
+            self._tool_calls.pop(call.client.unit, None)
         if call.client is None or call.client.unit_is_session:
             return
         key = _key(call)
@@ -141,7 +174,11 @@ class _History:
         )
 
     def reruns(self, before: Call, call: Call) -> bool:
-        """The new unit first repeated tool calls that the earlier unit made before the failed attempt."""
+        """The new unit first repeated tool calls that the earlier unit made before the failed attempt (a unit
+        whose first calls are no longer kept is no new one)."""
+        sent = self._tool_calls.get(self._unit_place(call)[0])
+        if sent is not None and sent.dropped:
+            return False
         replayed = self.prior(call)
         return bool(replayed) and replayed <= self.prior(before)
 

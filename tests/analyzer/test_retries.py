@@ -392,3 +392,17 @@ def test_a_process_continues_its_own_session_though_an_unnamed_client_went_idle_
     (again,) = [r for r in records if r["scope"] == "session:B" and r["tool"] == "write_record"]
     assert "2 idle clients of the same software: cannot tell which" in again["client"]["joined"]
     assert "DUPLICATE_EXECUTION" not in again["flags"]
+
+
+def test_a_session_open_for_hours_keeps_what_it_sent_in_the_last_history() -> None:
+    """Issue 23: a unit's tool calls are kept as far back as HISTORY (retries._Sent), counted from its first
+    call all the same; what came before is not asked about."""
+    from mcp_blackbox.analyzer.across.retries import HISTORY, _Sent
+    from mcp_blackbox.analyzer.model.slim import RequestFacts
+
+    sent = _Sent()
+    places = [sent.add(RequestFacts(f"t{n % 7}", None, None, str(n), None), n * 10.0) for n in range(720)]  # 2 hours
+    assert places == list(range(720)), "places count from the unit's first call"
+    assert len(sent.facts) == HISTORY / 10 + 1 and sent.dropped == 720 - len(sent.facts)
+    assert sent.before(719) == {(f"t{n % 7}", str(n)) for n in range(sent.dropped, 719)}
+    assert sent.before(sent.dropped) == set(), "what came before the kept part is not asked about"

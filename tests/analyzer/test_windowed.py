@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from mcp_blackbox.analyzer.across.call_stream import NEAR
-from mcp_blackbox.analyzer.across.retries import RETRY_WINDOW
+from mcp_blackbox.analyzer.across.retries import HISTORY, RETRY_WINDOW
 from mcp_blackbox.analyzer.outputs.analysis import CallStream, analyze
 from mcp_blackbox.analyzer.outputs.export import write_json
 from mcp_blackbox.cli.main import main
@@ -218,3 +218,22 @@ def test_the_terminal_summary_reads_a_window_at_a_time(capture: Path, capsys: py
     assert summary_text(CallStream([capture], window=300)) == whole
     assert main(["summary", str(capture)]) == 0
     assert capsys.readouterr().out == whole + "\n"
+
+
+def test_a_long_session_costs_what_its_last_minutes_sent(capture: Path) -> None:
+    """Issue 23: what a client unit sent is kept to tell an application loop re-running the sequence that led
+    to a failure (retries._History): as far back as HISTORY, and until the unit's last call is final. An
+    hour of sessions holds the tool calls of about the last quarter hour, not the hour's."""
+    window = 5.0
+    stream = CallStream([capture], window=window)
+    held = 0
+    for _ in stream:
+        held = max(held, sum(len(sent.facts) for sent in stream._retries.history._tool_calls.values()))
+    calls = exported(analyze([capture]))["calls"]
+    tools = sorted(c["t_start"] for c in calls if c["method"] == "tools/call")
+    # At most the tool calls that start within HISTORY of each other, plus those still held since (a unit's
+    # last call is final a retry window and a few windows after it starts).
+    span = HISTORY + RETRY_WINDOW + 6 * window + NEAR
+    most = max(bisect.bisect_left(tools, t + span) - i for i, t in enumerate(tools))
+    assert most < len(tools) / 2, "the capture must span more than what a unit's history holds"
+    assert 0 < held <= most, (held, most, len(tools))
