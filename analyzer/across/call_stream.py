@@ -23,6 +23,7 @@ from mcp_blackbox.analyzer.across.executions import Duplicates
 from mcp_blackbox.analyzer.across.patterns import Context, Patterns, endpoint_event
 from mcp_blackbox.analyzer.across.repeated_runs import RanMoreThanOnce, RepeatedRuns
 from mcp_blackbox.analyzer.across.retries import RETRY_WINDOW, Retries, add_gateway_services
+from mcp_blackbox.analyzer.across.spool import Spool
 from mcp_blackbox.analyzer.calls.classify import CAPTURE_WIDE, CaptureFacts, judge
 from mcp_blackbox.analyzer.calls.gateway import gateway_sign
 from mcp_blackbox.analyzer.calls.pair import Pairer, legacy_session_of_endpoint, scope_of
@@ -100,8 +101,10 @@ class CallStream(ReadFigures):
         self.facts = CaptureFacts()
         self.exchanges: list[Exchange] = []  # whole analysis only: a windowed one counts them
         self.exchange_count = 0
-        self.retry_groups: list[Any] = []  # RetryGroup; a windowed stream keeps their records (Settled)
-        self.duplicate_executions: list[Any] = []  # DuplicateExecution; windowed: Settled
+        # RetryGroup and DuplicateExecution; a windowed stream writes their records (Settled) to disk as they
+        # settle: the outputs list them after the calls, and held they would grow with the recording.
+        self.retry_groups: list[Any] | Spool[Any] = [] if window is None else Spool()
+        self.duplicate_executions: list[Any] | Spool[Any] = [] if window is None else Spool()
         self.stream_events: list[dict[str, Any]] = []
         self.auth_steps: list[dict[str, Any]] = []
         self.notes: list[str] = []
@@ -167,10 +170,7 @@ class CallStream(ReadFigures):
                 "content-encoded): their events are dated at the end of the response, and a cut stream may have "
                 "lost its body"
             )
-        groups = [group.record() for group in self.retry_groups]
-        context = Context(
-            self.facts, groups, self.auth_steps, self.stream_events, tuple(self.notes), self._endpoint_events
-        )
+        context = Context(self.facts, self.auth_steps, self.stream_events, tuple(self.notes), self._endpoint_events)
         self.findings = self._patterns.finish(context)
         self.ran_more_than_once = self._repeated.entries()
 

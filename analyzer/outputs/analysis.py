@@ -93,6 +93,8 @@ def analyze(
     """
     stream = CallStream(paths, window=None, keep_details=keep_details, report=report, time_range=time_range)
     calls = list(stream)
+    # A whole analysis keeps its groups and duplicates as lists (window=None), their calls with them.
+    assert isinstance(stream.retry_groups, list) and isinstance(stream.duplicate_executions, list)
     return Analysis(
         calls,
         stream.exchanges,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import csv
 import json
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import IO, Any, Protocol
 
 from mcp_blackbox.analyzer.across.repeated_runs import RanMoreThanOnce
@@ -26,8 +26,12 @@ class Analyzed(Protocol):
     (``across.call_stream.CallStream``), whose calls become final as it is read."""
 
     facts: CaptureFacts
-    retry_groups: list[Any]
-    duplicate_executions: list[Any]
+
+    @property
+    def retry_groups(self) -> Sequence[Any]: ...  # a windowed stream's on disk (across/spool.py)
+    @property
+    def duplicate_executions(self) -> Sequence[Any]: ...
+
     ran_more_than_once: list[RanMoreThanOnce]
     findings: list[FindingRecord]
     stream_events: list[dict[str, Any]]

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from mcp_blackbox.analyzer.calls.classify import CaptureFacts
-from mcp_blackbox.analyzer.model.contract import FindingRecord, RetryGroupRecord
+from mcp_blackbox.analyzer.model.contract import FindingRecord
 from mcp_blackbox.analyzer.model.records import Call
 
 # A finding names at most this many calls; its evidence gives the full count.
@@ -24,7 +24,6 @@ class Context:
     """What a rule may read besides the calls, once the whole capture has been read."""
 
     facts: CaptureFacts
-    retry_groups: Sequence[RetryGroupRecord]
     auth_steps: Sequence[dict[str, Any]]
     stream_events: Sequence[dict[str, Any]]
     notes: Sequence[str] = field(default_factory=tuple)
