@@ -16,10 +16,11 @@ from __future__ import annotations
 import os
 import re
 import textwrap
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from mcp_blackbox.analyzer.across.spool import Spool
 from mcp_blackbox.analyzer.calls.classify import protocol_version
 from mcp_blackbox.analyzer.model.contract import CallRecord, RetryGroupRecord
 from mcp_blackbox.analyzer.model.vocabulary import Flag, Layer, Outcome, RetryOrigin, is_failure
@@ -296,8 +297,8 @@ def _duration_ms(call: Mapping[str, Any]) -> float | None:
 class Gate:
     """The gate's verdict on an analysis: the calls it lists in full, and how many it judged in all."""
 
-    failing: list[Judged]
-    allowed: list[Judged]
+    failing: Sequence[Judged]  # as judge() lists them: on disk (across/spool.py), read back in order
+    allowed: Sequence[Judged]
     calls: int  # every call judged, listed or not
     captures: list[str]  # as given on the command line
     flows_read: int
@@ -307,7 +308,7 @@ class Gate:
     unused_allowances: list[str] = field(default_factory=list)
     cut: str | None = None  # --since/--until, as TimeRange.describe says it: the verdict line names it
     # Every call in the order judged, for JUnit's testcase per call (judge(..., testcases=True)); else None.
-    testcases: list[Judged | Passed] | None = None
+    testcases: Sequence[Judged | Passed] | None = None
 
     @property
     def too_few_calls(self) -> bool:
@@ -382,9 +383,11 @@ def judge(
     each call judged as it comes and kept only if the outputs list it (``Judged``). ``testcases``: keep a
     ``Passed`` of every other call too, in order, for JUnit's testcase per call."""
     judge_call = _CallJudge(analysis, list(captures), fail_on, list(allowances), strict)
-    failing: list[Judged] = []
-    allowed: list[Judged] = []
-    every: list[Judged | Passed] | None = [] if testcases else None
+    # Written to disk as they come (each Judged holds the call's whole record): the gate's memory does not
+    # grow with the failures of a long recording.
+    failing: Spool[Judged] = Spool()
+    allowed: Spool[Judged] = Spool()
+    every: Spool[Judged | Passed] | None = Spool() if testcases else None
     calls = 0
     for call in analysis.final_calls():
         calls += 1

@@ -10,7 +10,7 @@ from __future__ import annotations
 import io
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from mcp_blackbox.analyzer.review.check import Gate, Judged, Passed, call_head, call_line
@@ -191,7 +191,7 @@ def step_summary(gate: Gate) -> str:
     out = ["### mcp-blackbox check", "", markdown_cell(gate.summary()), ""]
     columns = ("call", "method", "tool", "outcome", "flags", "capture", "reason")
 
-    def table(rows: list[Judged], extra: str | None = None) -> None:
+    def table(rows: Sequence[Judged], extra: str | None = None) -> None:
         heads = (*columns, extra) if extra else columns
         out.append("| " + " | ".join(heads) + " |")
         out.append("|" + "---|" * len(heads))

@@ -11,16 +11,22 @@ A benchmark, not a test: it prints numbers and PASS/MISS lines and exits 0 eithe
    analyzer reads the directory as one capture (``analyzer/wire/inputs.py``). Cached in the temp directory
    under a name holding N, the seed, the client count, the file size and the generator version, and
    reused on the next run (``--regenerate`` writes it again; ``--dir D`` uses D instead).
-2. Phases, each in a fresh Python process (as bench_analyzer.py: imports excluded from the times, peak
+2. Two lengths at the same rate: N calls and N/2 (``--calls``; ``--short`` for another fraction), each its
+   own capture (the same generator and seed, so the shorter is the same traffic for half as long).
+3. Phases, each in a fresh Python process (as bench_analyzer.py: imports excluded from the times, peak
    RSS from ``VmHWM``), over the same files, read once beforehand into the page cache when they fit:
    - ``read``: ``mitmproxy.io.FlowReader(f).stream()`` over every file, every flow consumed;
-   - ``analyze``: ``export.write_json`` of a ``CallStream`` over DIR (the default window) into /dev/null:
+   - ``export``: ``export.write_json`` of a ``CallStream`` over DIR (the default window) into /dev/null:
      what ``mcp-blackbox export DIR -o /dev/null`` does, each call written once final;
-   - ``report``: ``write_report([DIR], out.html)`` (the analysis again, then the details pass);
-   then the report's size and its time to interactive in headless Chromium (median of 3 loads,
-   ``report_timing.py``, shared with bench_report.py).
-3. Goals: analysis plus export at most 0.5 of FlowReader's time, its peak RSS under 500 MB, the
-   report under 50 MB and interactive in under 3 s.
+   - ``check``: ``review.check.judge`` over the same stream: what ``mcp-blackbox check DIR`` does;
+   - ``report``: ``write_report([DIR], out.html)``;
+   then the longer report's size and its time to interactive in headless Chromium (median of 3 loads,
+   ``report_timing.py``, shared with bench_report.py). Printed per length: each phase's time, its ratio to
+   FlowReader's and its peak RSS; then each phase's growth from N/2 to N (time and RSS), so that a
+   structure growing with the recording shows.
+4. Goals (issue 23): export at most 0.5 of FlowReader's time and report at most 1.0; every phase's peak RSS
+   under 1 GB, export's under 500 MB, and at most 1.15x from N/2 to N; the report under 50 MB and
+   interactive in under 3 s.
 """
 
 from __future__ import annotations
@@ -42,10 +48,11 @@ sys.path[:0] = [str(HERE), str(REPO)]
 
 from bench_analyzer import mb, peak_rss_mb  # noqa: E402
 
-from mcp_blackbox.analyzer.outputs.analysis import DEFAULT_WINDOW  # noqa: E402
-
 RATIO_GOAL = 0.5
+REPORT_RATIO_GOAL = 1.0
 RSS_GOAL_MB = 500.0
+ANY_RSS_GOAL_MB = 1000.0
+GROWTH_GOAL = 1.15  # peak RSS from N/2 to N calls at the same rate
 REPORT_MB_GOAL = 50.0
 READY_MS_GOAL = 3000.0
 COMPLETE = ".complete"  # written last: a directory without it is an interrupted generation
@@ -88,8 +95,8 @@ def default_directory(calls: int, seed: int, clients: int, rotate_mb: int) -> Pa
     return folder / f"rotated-calls{calls}-seed{seed}-clients{clients}-{rotate_mb}MB-v{GENERATOR_VERSION}"
 
 
-def ensure_capture(args: argparse.Namespace) -> Path:
-    directory: Path = args.dir or default_directory(args.calls, args.seed, args.clients, args.rotate_mb)
+def ensure_capture(args: argparse.Namespace, calls: int) -> Path:
+    directory: Path = args.dir or default_directory(calls, args.seed, args.clients, args.rotate_mb)
     if (directory / COMPLETE).exists() and not args.regenerate:
         print(f"capture       {directory} (reused)")
         return directory
@@ -97,7 +104,7 @@ def ensure_capture(args: argparse.Namespace) -> Path:
     shutil.rmtree(partial, ignore_errors=True)
     partial.mkdir(parents=True)
     began = time.perf_counter()
-    stats = generate_rotated(partial, args.calls, args.seed, args.clients, args.rotate_mb << 20)
+    stats = generate_rotated(partial, calls, args.seed, args.clients, args.rotate_mb << 20)
     (partial / COMPLETE).write_text(json.dumps(stats) + "\n")
     shutil.rmtree(directory, ignore_errors=True)
     os.replace(partial, directory)  # an interrupted run never leaves a capture that looks complete
@@ -189,7 +196,19 @@ def phase_report(directory: Path, out: Path | None) -> dict[str, Any]:
     }
 
 
-PHASES = {"read": phase_read, "analyze": phase_analyze, "report": phase_report}
+def phase_check(directory: Path, _: Path | None) -> dict[str, Any]:
+    """What ``mcp-blackbox check DIR`` does: every call judged as the stream makes it final."""
+    began = time.perf_counter()
+    from mcp_blackbox.analyzer.outputs.analysis import DEFAULT_WINDOW, CallStream
+    from mcp_blackbox.analyzer.review.check import judge
+
+    imported = time.perf_counter()
+    gate = judge(CallStream([directory], window=DEFAULT_WINDOW), [str(directory)])
+    done = time.perf_counter()
+    return {"import_s": imported - began, "seconds": done - imported, "calls": gate.calls, **peak_rss_mb()}
+
+
+PHASES = {"read": phase_read, "export": phase_analyze, "check": phase_check, "report": phase_report}
 
 
 # ---------------------------------------------------------------------------- driver (parent side)
@@ -212,10 +231,37 @@ def goal(ok: bool, text: str) -> None:
     print(f"{'PASS' if ok else 'MISS'}  {text}")
 
 
+def measure(args: argparse.Namespace, calls: int, out: Path) -> dict[str, dict[str, Any]]:
+    """Every phase over a capture of ``calls`` calls, each result printed as it comes."""
+    directory = ensure_capture(args, calls)
+    files = capture_files(directory)
+    size = sum(f.stat().st_size for f in files)
+    cached = "" if warm_page_cache(files) else " (not pre-read: too big for the page cache)"
+    print(f"  {len(files)} rotated files, {size / 1e6:,.0f} MB{cached}")
+    results: dict[str, dict[str, Any]] = {}
+    for name in PHASES:
+        result = results[name] = run_phase(name, directory, out if name == "report" else None)
+        if "error" in result:
+            print(f"  {name:8} FAILED: {result['error']}")
+            continue
+        ratio = result["seconds"] / results["read"]["seconds"] if "seconds" in results["read"] else float("nan")
+        extra = f"{result['flows']:,} flows" if name == "read" else f"{result.get('calls', 0):,} calls"
+        if name == "report":
+            extra += (
+                f", {result['bytes'] / 2**20:,.1f} MB, {result['rows']:,} rows ({result['aggregated']:,} aggregated)"
+            )
+        print(
+            f"  {name:8} {result['seconds']:7.1f} s  {ratio:5.2f}x FlowReader  "
+            f"peak RSS {mb(result['vmhwm_mb']):>8}  {extra}"
+        )
+    return results
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--calls", type=int, default=1_000_000, help="JSON-RPC requests (default 1000000)")
-    parser.add_argument("--dir", type=Path, help="directory of rotated files to reuse, or to generate if missing")
+    parser.add_argument("--short", type=float, default=0.5, help="the shorter capture's length, as a fraction")
+    parser.add_argument("--dir", type=Path, help="directory of rotated files to reuse (one length only)")
     parser.add_argument("--rotate-mb", type=int, default=64, help="size of one rotated file in MB (default 64)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--clients", type=int, default=4, help="concurrent client lanes in a generated capture")
@@ -230,72 +276,55 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     began = time.perf_counter()
-    directory = ensure_capture(args)
-    files = capture_files(directory)
-    size = sum(f.stat().st_size for f in files)
-    warm = warm_page_cache(files)
-    cached = "" if warm else " (not pre-read: too big for the page cache)"
-    print(f"files         {len(files)} rotated files, {size / 1e6:,.0f} MB{cached}")
-
-    read = run_phase("read", directory)
-    if "error" in read:
-        print(f"FlowReader    FAILED: {read['error']}")
-        return 0
-    flows = read["flows"]
-    print(
-        f"FlowReader    {flows:,} flows in {read['seconds']:.1f} s = {flows / read['seconds']:,.0f} flows/s; "
-        f"peak RSS {mb(read['vmhwm_mb'])}"
-    )
-
-    result = run_phase("analyze", directory)
-    if "error" in result:
-        print(f"analysis      FAILED: {result['error']}")
-    else:
-        print(
-            f"analysis      export (window {DEFAULT_WINDOW:g} s, write_json) {result['seconds']:.1f} s "
-            f"= {flows / result['seconds']:,.0f} flows/s; peak RSS {mb(result['vmhwm_mb'])}"
-        )
-        counts = f"{result['calls']:,} calls, flows_read {result['flows_read']:,}, skipped {result['skipped']:,}"
-        print(f"              {counts}")
-
+    lengths = [args.calls] if args.dir else [round(args.calls * args.short), args.calls]
+    by_length: dict[int, dict[str, dict[str, Any]]] = {}
     with tempfile.TemporaryDirectory(prefix="bench-scale-") as tmp:
         out = Path(tmp) / "report.html"
-        report = run_phase("report", directory, out)
-        if "error" in report:
-            print(f"report        FAILED: {report['error']}")
-        else:
+        for calls in lengths:
+            print(f"{calls:,} calls ({args.clients} client lanes)")
+            by_length[calls] = measure(args, calls, out)
+        report = by_length[lengths[-1]].get("report", {})
+        if "error" not in report and not args.no_browser:
+            from report_timing import time_to_interactive
+
+            report.update(time_to_interactive(out, timeout=300))
             print(
-                f"report        write_report() {report['seconds']:.1f} s, peak RSS {mb(report['vmhwm_mb'])}; "
-                f"{report['bytes'] / 2**20:,.1f} MB, {report['rows']:,} call rows for {report['calls']:,} calls "
-                f"({report['aggregated']:,} uneventful calls aggregated)"
+                f"  report interactive in {report['ready_ms']:,.0f} ms (median of {report['ready_runs']} of "
+                f"{report['runs']} loads), console/page errors {report['errors']}"
             )
-            if not args.no_browser:
-                from report_timing import time_to_interactive
-
-                timing = time_to_interactive(out, timeout=300)
-                report.update(timing)
-                print(
-                    f"              interactive in {timing['ready_ms']:,.0f} ms (median of {timing['ready_runs']} of "
-                    f"{timing['runs']} loads), console/page errors {timing['errors']}"
-                )
-
     print()
-    if "error" not in result:
-        ratio = result["seconds"] / read["seconds"]
-        goal(ratio <= RATIO_GOAL, f"ratio analysis+export / FlowReader = {ratio:.2f} (goal <= {RATIO_GOAL})")
-        rss = result["vmhwm_mb"]
-        goal(rss < RSS_GOAL_MB, f"analysis peak RSS = {mb(rss)} (goal < {RSS_GOAL_MB:.0f} MB)")
-    else:
-        goal(False, f"ratio analysis+export / FlowReader: not measured (goal <= {RATIO_GOAL})")
-        goal(False, f"analysis peak RSS: not measured (goal < {RSS_GOAL_MB:.0f} MB)")
-    if "error" not in report:
-        size_mb = report["bytes"] / 2**20
-        goal(size_mb < REPORT_MB_GOAL, f"report size = {size_mb:,.1f} MB (goal < {REPORT_MB_GOAL:.0f} MB)")
-        if "ready_ms" in report:
-            ready = report["ready_ms"]
-            goal(ready < READY_MS_GOAL, f"report interactive in {ready:,.0f} ms (goal < {READY_MS_GOAL / 1000:.0f} s)")
+    judge_goals(by_length, lengths)
     print(f"total {time.perf_counter() - began:.0f} s")
     return 0
+
+
+def judge_goals(by_length: dict[int, dict[str, dict[str, Any]]], lengths: list[int]) -> None:
+    longest = by_length[lengths[-1]]
+    read = longest["read"].get("seconds")
+    for name, most in (("export", RATIO_GOAL), ("report", REPORT_RATIO_GOAL)):
+        seconds = longest[name].get("seconds")
+        if read and seconds:
+            goal(seconds / read <= most, f"{name} / FlowReader = {seconds / read:.2f} (goal <= {most})")
+    for name in ("export", "check", "report"):
+        rss = longest[name].get("vmhwm_mb")
+        most = RSS_GOAL_MB if name == "export" else ANY_RSS_GOAL_MB
+        if rss is not None:
+            goal(rss < most, f"{name} peak RSS = {mb(rss)} (goal < {most:.0f} MB)")
+        if len(lengths) == 2 and rss is not None and (short := by_length[lengths[0]][name].get("vmhwm_mb")):
+            growth = rss / short
+            times = longest[name]["seconds"] / by_length[lengths[0]][name]["seconds"]
+            goal(
+                growth <= GROWTH_GOAL,
+                f"{name} peak RSS {lengths[0]:,} -> {lengths[-1]:,} calls: {growth:.3f}x (goal <= {GROWTH_GOAL}); "
+                f"time {times:.2f}x",
+            )
+    report = longest["report"]
+    if "bytes" in report:
+        size_mb = report["bytes"] / 2**20
+        goal(size_mb < REPORT_MB_GOAL, f"report size = {size_mb:,.1f} MB (goal < {REPORT_MB_GOAL:.0f} MB)")
+    if "ready_ms" in report:
+        ready = report["ready_ms"]
+        goal(ready < READY_MS_GOAL, f"report interactive in {ready:,.0f} ms (goal < {READY_MS_GOAL / 1000:.0f} s)")
 
 
 if __name__ == "__main__":
