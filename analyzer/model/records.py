@@ -16,6 +16,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl
 
+from mcp_blackbox.analyzer.model.pickling import pickled_by_fields
 from mcp_blackbox.analyzer.model.slim import RequestFacts, ResultShape, reference
 from mcp_blackbox.analyzer.model.vocabulary import Confidence, Flag, Layer, Outcome, RetryOrigin, Transport
 
@@ -45,6 +46,7 @@ S2C = "server->client"
 STDIO_SCHEME = "stdio://"
 
 
+@pickled_by_fields
 @dataclass(slots=True)
 class Exchange:
     """One HTTP request and what came back (a response, an error, or nothing)."""
@@ -123,6 +125,7 @@ class Exchange:
         return self.query.get("sessionId") or self.query.get("session_id")
 
 
+@pickled_by_fields
 @dataclass(slots=True)
 class Message:
     """One JSON-RPC object (or what should have been one) found in a body or an SSE event."""

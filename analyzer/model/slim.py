@@ -17,6 +17,8 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
+from mcp_blackbox.analyzer.model.pickling import pickled_by_fields
+
 TEXT_LIMIT = 100  # characters of text kept
 SMALL = 4096  # bytes of JSON below which a value is kept whole
 VERSION_META = "io.modelcontextprotocol/protocolVersion"
@@ -64,6 +66,7 @@ def reference(value: Any) -> str | None:
     return None if value is None else f"{type(value).__name__}:{value}"
 
 
+@pickled_by_fields
 @dataclass(frozen=True, slots=True)
 class RequestFacts:
     tool: str | None  # the tool a tools/call names
@@ -116,6 +119,7 @@ def _client(info: Any) -> str | None:
     return interned(f"{info['name']}/{info.get('version', '?')}")
 
 
+@pickled_by_fields
 @dataclass(frozen=True, slots=True)
 class ResultShape:
     """A result as the verdict reads it."""

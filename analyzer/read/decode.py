@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from mcp_blackbox.analyzer.model.pickling import pickled_by_fields
 from mcp_blackbox.analyzer.model.records import Exchange
 from mcp_blackbox.analyzer.read.auth import auth_record, auth_step
 from mcp_blackbox.analyzer.read.extract import Extracted, error_text, extract_messages
@@ -14,6 +15,7 @@ from mcp_blackbox.analyzer.read.extract import Extracted, error_text, extract_me
 KEPT_STREAM_FIELDS = ("ended", "error", "dropped_bytes")  # what the analysis keeps of a stream record
 
 
+@pickled_by_fields
 @dataclass(slots=True)
 class Decoded:
     """One exchange as the analysis's cross-exchange steps read it (analyzer/outputs/analysis.py).

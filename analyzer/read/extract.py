@@ -14,6 +14,7 @@ from typing import Any
 
 from mitmproxy.net import encoding
 
+from mcp_blackbox.analyzer.model.pickling import pickled_by_fields
 from mcp_blackbox.analyzer.model.records import C2S, S2C, Exchange, Message
 from mcp_blackbox.analyzer.model.slim import (
     capture_wide_body,
@@ -37,6 +38,7 @@ def _not_json(constant: str) -> Any:
 STRICT_JSON = json.JSONDecoder(parse_constant=_not_json)
 
 
+@pickled_by_fields
 @dataclass(slots=True)
 class Extracted:
     """The messages of one exchange and what could not be read in it."""
