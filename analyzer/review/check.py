@@ -439,12 +439,13 @@ class _CallJudge:
         path = call.exchange.source
         capture = self._capture_of(path)
         server = _host_port(call.exchange.server or "")
+        group = None if self.strict else self.groups.of(record)  # every call: a group goes with its last attempt
         hits = failed_on(record, self.names)
         if not hits:
             classname = testcase_classname(record, server)
             classname = self.shared.setdefault(classname, classname)
             return Passed(capture, testcase_name(record), classname, _duration_ms(record))
-        protocol = None if self.strict else expected_by_protocol(record, self.groups.of(record))
+        protocol = None if self.strict else expected_by_protocol(record, group)
         remaining, allowed_by = _excuse(record, hits, protocol, self.allowances, (capture, path), self.used)
         return Judged(record, capture, server, verdict_reason(record), remaining, allowed_by)
 
@@ -464,7 +465,8 @@ class _SettledGroups:
     def __init__(self, analysis: Analysis | CallStream) -> None:
         self.settled = analysis.retry_groups  # grows as the stream is read
         self.seen = 0
-        self.records: dict[str, RetryGroupRecord] = {}
+        # Each kept with the attempts still to be judged: it goes with the last of them.
+        self.records: dict[str, tuple[RetryGroupRecord, set[str]]] = {}
 
     def of(self, call: CallRecord) -> RetryGroupRecord | None:
         if not call["retry_group"]:
@@ -474,9 +476,16 @@ class _SettledGroups:
             # Only a chain that ended in no failure excuses an attempt (answered_by_authorization, negotiated):
             # the others need not be kept.
             if not is_failure(record["final_outcome"]):
-                self.records[record["retry_group"]] = record
+                self.records[record["retry_group"]] = (record, set(record["members"]))
         self.seen = len(self.settled)
-        return self.records.get(call["retry_group"])
+        kept = self.records.get(call["retry_group"])
+        if kept is None:
+            return None
+        record, waiting = kept
+        waiting.discard(call["call_id"])
+        if not waiting:
+            del self.records[call["retry_group"]]
+        return record
 
 
 def _host_port(server: str) -> str:
