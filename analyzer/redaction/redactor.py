@@ -39,10 +39,6 @@ class Redactor:
     def text(self, text: str) -> str:
         return _redacted_text(text) if len(text) <= REMEMBERED_TEXT else redact_text(text)
 
-    def line(self, text: str) -> str:
-        """A line that recurs across calls (evidence): the same as ``text``."""
-        return self.text(text)
-
     def url(self, url: str) -> str:
         return redact_url(url)
 
@@ -58,7 +54,7 @@ class Redactor:
         servers, a URI's query or a stdio server's command line may carry a key, a User-Agent or a client's
         name is the peer's own text, a server's stderr may print a token. Everything else in a record the
         analysis made itself (outcomes, flags, ids, times, counts)."""
-        record["evidence"] = [self.line(line) for line in record["evidence"]]
+        record["evidence"] = [self.text(line) for line in record["evidence"]]
         record["error_message"] = self.maybe(record["error_message"])
         record["reason"] = self.text(record["reason"]) if record["reason"] else record["reason"]
         record["result_excerpt"] = self.maybe(record["result_excerpt"])
@@ -101,7 +97,7 @@ class Redactor:
             **finding,
             "title": self.text(finding["title"]),
             "summary": self.text(finding["summary"]),
-            "evidence": [self.line(line) for line in finding["evidence"]],
+            "evidence": [self.text(line) for line in finding["evidence"]],
         }
 
 
@@ -114,9 +110,6 @@ class AsCaptured(Redactor):
     file_mode = 0o600
 
     def text(self, text: str) -> str:
-        return text
-
-    def line(self, text: str) -> str:
         return text
 
     def url(self, url: str) -> str:

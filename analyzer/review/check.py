@@ -255,7 +255,7 @@ class Judged:
         return _duration_ms(self.call)
 
     def evidence(self) -> list[str]:
-        return [printable(REDACTED.line(str(line))) for line in self.call.get("evidence") or []]
+        return [printable(REDACTED.text(str(line))) for line in self.call.get("evidence") or []]
 
 
 @dataclass(frozen=True, slots=True)

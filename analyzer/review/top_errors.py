@@ -43,60 +43,44 @@ def error_key(reason: str) -> str:
 
 @dataclass
 class TopError:
-    """One error: its outcome, its reason with the figures set aside, how many calls, the calls in order."""
-
-    outcome: str
-    error: str
-    calls: list[str] = field(default_factory=list)
-    example: str = ""  # the first call's reason as it was
-
-    @property
-    def count(self) -> int:
-        return len(self.calls)
-
-    @property
-    def first(self) -> str:
-        return self.calls[0]
-
-
-def top_errors(failed: Iterable[tuple[str, str, str]]) -> list[TopError]:
-    """The errors of the ``failed`` calls, given as (call id, outcome, reason) in the order they started: most
-    calls first, then the error that came first."""
-    found: dict[tuple[str, str], TopError] = {}
-    for call_id, outcome, reason in failed:
-        key = (outcome, error_key(reason))
-        error = found.get(key)
-        if error is None:
-            error = found[key] = TopError(outcome, key[1], example=reason)
-        error.calls.append(call_id)
-    return sorted(found.values(), key=lambda e: -e.count)  # stable: ties keep the order they came in
-
-
-@dataclass
-class ErrorCount:
-    """One error as a summary prints it: its outcome, its reason with the figures set aside, how many calls, the
-    first call."""
+    """One error: its outcome, its reason with the figures set aside, how many calls, the first call, and, when
+    the tally keeps them, every call in order."""
 
     outcome: str
     error: str
     first: str
+    example: str  # the first call's reason as it was
     count: int = 0
+    calls: list[str] = field(default_factory=list)  # empty unless the tally keeps them (the report's filter)
 
 
 class ErrorTally:
-    """``top_errors`` fed one failed call at a time, keeping a count and the first call per error instead of
-    every call's id: what the Markdown summary prints, at a size that does not grow with the capture."""
+    """The errors of failed calls fed one at a time, in the order they started: grouped by outcome and reason
+    (``error_key``), ranked most calls first, then the error that came first. Each keeps a count and its first
+    call, and every call's id only with ``keep_calls`` (the report filters by them; the Markdown summary needs
+    a size that does not grow with the capture)."""
 
-    def __init__(self) -> None:
-        self._found: dict[tuple[str, str], ErrorCount] = {}
+    def __init__(self, *, keep_calls: bool = False) -> None:
+        self.keep_calls = keep_calls
+        self._found: dict[tuple[str, str], TopError] = {}
 
     def add(self, call_id: str, outcome: str, reason: str) -> None:
         key = (outcome, error_key(reason))
         error = self._found.get(key)
         if error is None:
-            error = self._found[key] = ErrorCount(outcome, key[1], call_id)
+            error = self._found[key] = TopError(outcome, key[1], call_id, reason)
         error.count += 1
+        if self.keep_calls:
+            error.calls.append(call_id)
 
-    def ranked(self) -> list[ErrorCount]:
-        """Most calls first, then the error that came first (as ``top_errors`` ranks them)."""
-        return sorted(self._found.values(), key=lambda e: -e.count)
+    def ranked(self) -> list[TopError]:
+        return sorted(self._found.values(), key=lambda e: -e.count)  # stable: ties keep the order they came in
+
+
+def top_errors(failed: Iterable[tuple[str, str, str]]) -> list[TopError]:
+    """The errors of the ``failed`` calls, given as (call id, outcome, reason) in the order they started, each
+    with its calls (``ErrorTally.ranked``)."""
+    tally = ErrorTally(keep_calls=True)
+    for call_id, outcome, reason in failed:
+        tally.add(call_id, outcome, reason)
+    return tally.ranked()

@@ -21,7 +21,7 @@ from typing import Any
 from urllib.parse import urljoin, urlsplit
 
 from mcp_blackbox.analyzer.across.affinity import AFFINITY_WINDOW, Affinity
-from mcp_blackbox.analyzer.across.patterns.engine import CALLS_NAMED, Context, finding_record
+from mcp_blackbox.analyzer.across.patterns.engine import CALLS_NAMED, Context, duration_text, finding_record
 from mcp_blackbox.analyzer.calls.pair import legacy_session_of_endpoint
 from mcp_blackbox.analyzer.calls.stdio_calls import short_command
 from mcp_blackbox.analyzer.model.contract import FindingRecord
@@ -30,10 +30,6 @@ from mcp_blackbox.analyzer.model.stdio_session import SKEW, StdioSession
 from mcp_blackbox.analyzer.model.vocabulary import Ending
 
 LISTED = 5  # items an evidence line spells out; the line gives the full count
-
-
-def _duration(seconds: float) -> str:
-    return f"{seconds * 1000:.0f} ms" if seconds < 1 else f"{seconds:.1f} s"
 
 
 def _counted(counter: Counter[Any]) -> str:
@@ -158,7 +154,7 @@ def _loop_finding(rule: str, stretch: _Stretch, rounds: list[_Round]) -> Finding
     steps = [step for round_ in rounds for step in round_.steps]
     tokens = Counter(s["status"] for s in steps if s["step"] == "token exchange")
     authorizations = sum(1 for s in steps if s["step"] == "authorization request")
-    span = _duration(last.t - first.t)
+    span = duration_text(last.t - first.t)
     server = stretch.server
     evidence = [
         f"{server}: {len(refused)} requests answered 401 in {span}, none answered 2xx in between",
@@ -342,7 +338,7 @@ def _stream_life(event: dict[str, Any]) -> str:
     if event["t_end"] is None:
         return f"the stream ({event['flow'][:8]}) was still open when the capture ended"
     ended = f", ended {event['ended']}" if event["ended"] else ""
-    return f"the stream ({event['flow'][:8]}) stayed open {_duration(event['t_end'] - event['t'])}{ended}"
+    return f"the stream ({event['flow'][:8]}) stayed open {duration_text(event['t_end'] - event['t'])}{ended}"
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -403,7 +399,8 @@ def _affinity_finding(
         f"at least {working} other session(s) of the same server had requests answered meanwhile",
     ]
     for call in calls[:LISTED]:
-        after = f" {_duration(call.after_initialize)} after its initialize" if call.after_initialize is not None else ""
+        waited = call.after_initialize
+        after = f" {duration_text(waited)} after its initialize" if waited is not None else ""
         evidence.append(f"session {call.session[:12]}: {call.method} answered 404{after} ({call.call_id})")
     title = f"Lost session affinity at {server}: {len(hurt)} session(s) answered 404 by another instance"
     summary = (
@@ -470,7 +467,8 @@ def _crash_finding(rule: str, crash: _Crash) -> FindingRecord:
         _last_stderr(session, exit_t),
     ]
     if session.stdin_eof is not None and session.stdin_eof >= exit_t:
-        evidence.append(f"the client closed the server's stdin {_duration(session.stdin_eof - exit_t)} after the exit")
+        closed = duration_text(session.stdin_eof - exit_t)
+        evidence.append(f"the client closed the server's stdin {closed} after the exit")
     title = f"stdio server died mid-call: {exited.removeprefix('the server ')}, {crash.count} request(s) unanswered"
     summary = (
         f"The stdio server ({command}) ended while {crash.count} request(s) of its client waited: {exited}, "
@@ -481,7 +479,7 @@ def _crash_finding(rule: str, crash: _Crash) -> FindingRecord:
 
 def _in_flight(call: Call, exit_t: float) -> str:
     what = f"{call.method} {call.tool}" if call.tool else f"{call.method}"
-    return f"{what} (id {call.request.id!r}, sent {_duration(max(0.0, exit_t - call.request.t))} before the exit)"
+    return f"{what} (id {call.request.id!r}, sent {duration_text(max(0.0, exit_t - call.request.t))} before the exit)"
 
 
 def _last_stderr(session: StdioSession, exit_t: float) -> str:
@@ -489,4 +487,5 @@ def _last_stderr(session: StdioSession, exit_t: float) -> str:
     if not lines:
         return "the server wrote nothing on stderr before it exited"
     last = lines[-1]
-    return f"stderr's last line before the exit ({_duration(max(0.0, exit_t - last.t_first))} before it): {last.text!r}"
+    before = duration_text(max(0.0, exit_t - last.t_first))
+    return f"stderr's last line before the exit ({before} before it): {last.text!r}"

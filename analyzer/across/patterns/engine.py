@@ -32,6 +32,16 @@ class Context:
     endpoints: Sequence[dict[str, Any]] = field(default_factory=tuple)
 
 
+def duration_text(seconds: float) -> str:
+    """A duration as a person reads it, in every finding: ms under a second, then seconds with fewer decimals
+    as it grows."""
+    if seconds < 1:
+        return f"{seconds * 1000:.0f} ms"
+    if seconds < 10:
+        return f"{seconds:.2f} s"
+    return f"{seconds:.1f} s" if seconds < 100 else f"{seconds:.0f} s"
+
+
 def finding_record(
     rule: str, title: str, summary: str, evidence: list[str], calls: Iterable[str], start: float, end: float
 ) -> FindingRecord:

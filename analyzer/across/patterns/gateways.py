@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from mcp_blackbox.analyzer.across.executions import unknown_tool
-from mcp_blackbox.analyzer.across.patterns.engine import CALLS_NAMED, Context, finding_record
+from mcp_blackbox.analyzer.across.patterns.engine import CALLS_NAMED, Context, duration_text, finding_record
 from mcp_blackbox.analyzer.across.retries import retry_after
 from mcp_blackbox.analyzer.calls.gateway import gateway_sign
 from mcp_blackbox.analyzer.model.contract import FindingRecord
@@ -43,15 +43,6 @@ def _took(call: Call) -> float | None:
     return None if end is None else max(0.0, end - call.request.t)
 
 
-def _span(seconds: float) -> str:
-    """A duration as a person reads it: ms under a second, then seconds with fewer decimals as it grows."""
-    if seconds < 1:
-        return f"{seconds * 1000:.0f} ms"
-    if seconds < 10:
-        return f"{seconds:.2f} s"
-    return f"{seconds:.1f} s" if seconds < 100 else f"{seconds:.0f} s"
-
-
 def _clock(t: float) -> str:
     """A time of day in UTC to the millisecond: the findings of one incident sit within minutes."""
     return datetime.fromtimestamp(t, UTC).strftime("%H:%M:%S.%f")[:-3]
@@ -63,7 +54,8 @@ def _between(first: float, last: float) -> str:
 
 def _range(low: float, high: float) -> str:
     """Durations from low to high, as one value when they round alike."""
-    return _span(low) if _span(low) == _span(high) else f"{_span(low)} to {_span(high)}"
+    low_text, high_text = duration_text(low), duration_text(high)
+    return low_text if low_text == high_text else f"{low_text} to {high_text}"
 
 
 def _retries(count: int) -> str:
@@ -196,7 +188,7 @@ class UpstreamMarkedDown:
         evidence = [
             f"{timeouts.count} HTTP {_statuses(outage.statuses)} from {outage.gateway} at {server}, each after "
             f"{_range(timeouts.shortest, timeouts.longest)}, {_between(timeouts.first, timeouts.last)}",
-            f"then {fast.count} HTTP 502 from it, each within {_span(fast.longest)}, "
+            f"then {fast.count} HTTP 502 from it, each within {duration_text(fast.longest)}, "
             f"{_between(fast.first, fast.last)}: answered without waiting on the upstream",
         ]
         title = (
@@ -311,7 +303,7 @@ def _round_timeout(seconds: float) -> str:
     for value in ROUND_TIMEOUTS:
         if value <= seconds <= value * 1.1:
             return f"{value} s"
-    return _span(seconds)
+    return duration_text(seconds)
 
 
 # ---------------------------------------------------------------- rate limiting
@@ -557,7 +549,7 @@ class RetryStorm:
         evidence = [
             f"{requests} requests to {server} for {logical} logical calls, "
             f"{_between(burst.requests.first, burst.requests.last)} "
-            f"({_span(burst.requests.last - burst.requests.first)}): {burst.retries} were retries",
+            f"({duration_text(burst.requests.last - burst.requests.first)}): {burst.retries} were retries",
             f"who retried: {who}",
         ]
         if failed:
