@@ -113,14 +113,26 @@ class SocketDiag:
 
     @classmethod
     def open(cls) -> SocketDiag | None:
+        """The channel, if it finds a connection of this process's own (a kernel without the TCP diag module,
+        or a sandbox that refuses it, answers "no such socket" to every question: then psutil answers)."""
         if not hasattr(socket, "AF_NETLINK") or not (PROC / "self" / "fd").is_dir():
             return None
         try:
-            channel = socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, cls.NETLINK_SOCK_DIAG)
-            channel.settimeout(1.0)
+            diag = cls(socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, cls.NETLINK_SOCK_DIAG))
         except OSError:
             return None
-        return cls(channel)
+        diag.channel.settimeout(1.0)
+        try:
+            with (
+                socket.create_server(("127.0.0.1", 0)) as server,
+                socket.create_connection(server.getsockname()) as probe,
+            ):
+                if diag.inode(probe.getsockname(), server.getsockname()) == os.fstat(probe.fileno()).st_ino:
+                    return diag
+        except OSError:
+            pass
+        diag.channel.close()
+        return None
 
     def inode(self, local: Address, remote: Address) -> int | None:
         """The inode of the TCP socket from ``local`` to ``remote``; None if there is none, or no process

@@ -16,7 +16,7 @@ from typing import Any
 import psutil
 import pytest
 
-from mcp_blackbox.addon.peer_lookup import SocketOwners, _owners_by_psutil, describe, owner_of, owners_of
+from mcp_blackbox.addon.peer_lookup import SocketDiag, SocketOwners, _owners_by_psutil, describe, owner_of, owners_of
 from mcp_blackbox.addon.peer_process import HelperProcess, PeerProcesses, is_loopback
 from mcp_blackbox.analyzer.model.identity import ClientProcess
 from mcp_blackbox.analyzer.read.load import process_of
@@ -90,6 +90,20 @@ def test_each_socket_is_found_in_the_process_that_holds_it_over_ipv4_ipv6_and_du
             process.wait()
         for server in (v4, v6, dual):
             server.close()
+
+
+def test_a_kernel_that_finds_no_socket_leaves_the_lookup_to_psutil(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A kernel without the TCP diag module answers "no such socket" to every question: the helper's probe of
+    a connection of its own sees it, and psutil answers instead of every owner being unknown."""
+    monkeypatch.setattr(SocketDiag, "inode", lambda self, local, remote: None)
+    owners = SocketOwners()
+    assert owners.diag is None
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        client = socket.create_connection(server.getsockname())
+        accepted, _ = server.accept()
+        with client, accepted:
+            found = owners([(client.getsockname(), server.getsockname())])
+    assert [f["pid"] if f else None for f in found] == [os.getpid()]
 
 
 def test_a_socket_its_client_closed_has_no_owner() -> None:
