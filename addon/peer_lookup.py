@@ -59,7 +59,10 @@ class SocketOwners:
     connection). Elsewhere, or if the kernel refuses, psutil answers."""
 
     def __init__(self) -> None:
-        self.recent: OrderedDict[int, None] = OrderedDict()  # the last owners found, most recent last
+        # The last owners found, most recent last, each with its record once described and the start time it
+        # was described at: a client's next connections reuse it (describing one, its parent chain, costs a
+        # millisecond of CPU that the proxied traffic shares), while a new process with the pid does not.
+        self.recent: OrderedDict[int, tuple[str, ProcessRecord] | None] = OrderedDict()
         self.diag = SocketDiag.open()
 
     def __call__(self, wanted: list[tuple[Address, Address]]) -> list[ProcessRecord | None]:
@@ -67,14 +70,18 @@ class SocketOwners:
             return _owners_by_psutil(wanted)
         inodes = [self.diag.inode(peer, local) for peer, local in wanted]
         pids = self._owners_of({inode for inode in inodes if inode is not None})
-        described: dict[int, ProcessRecord | None] = {}
-        found = []
-        for inode in inodes:
-            pid = pids.get(inode) if inode is not None else None
-            if pid is not None and pid not in described:
-                described[pid] = _described(pid)
-            found.append(described.get(pid) if pid is not None else None)
-        return found
+        described = {pid: self._record_of(pid) for pid in set(pids.values())}
+        return [described[pids[inode]] if inode in pids else None for inode in inodes]
+
+    def _record_of(self, pid: int) -> ProcessRecord | None:
+        started = _start_ticks(pid)
+        known = self.recent.get(pid)
+        if started is not None and known is not None and known[0] == started:
+            return known[1]
+        record = _described(pid)
+        if started is not None and record is not None and pid in self.recent:
+            self.recent[pid] = (started, record)
+        return record
 
     def _owners_of(self, inodes: set[int]) -> dict[int, int]:
         links = {f"socket:[{inode}]": inode for inode in inodes}
@@ -84,7 +91,7 @@ class SocketOwners:
                 break
             for link in _socket_links(pid) & links.keys():
                 owners[links.pop(link)] = pid
-                self.recent[pid] = None
+                self.recent.setdefault(pid, None)
                 self.recent.move_to_end(pid)
         while len(self.recent) > RECENT_OWNERS:
             self.recent.popitem(last=False)
@@ -178,6 +185,17 @@ def owners_of(wanted: list[tuple[Address, Address]]) -> list[ProcessRecord | Non
     """The process whose TCP socket goes from each ``peer`` to ``local`` (this proxy's listening address), or
     None."""
     return SocketOwners()(wanted)
+
+
+def _start_ticks(pid: int) -> str | None:
+    """When a process started, in clock ticks since boot (/proc/PID/stat's 22nd field), as written: what
+    tells a process from a later one with its pid. None if it is gone."""
+    try:
+        stat = (PROC / str(pid) / "stat").read_bytes()
+    except OSError:
+        return None
+    fields = stat[stat.rfind(b")") + 2 :].split()  # after the name, which may hold spaces: field 3 on
+    return fields[19].decode() if len(fields) > 19 else None
 
 
 def _socket_links(pid: int) -> set[str]:

@@ -106,6 +106,30 @@ def test_a_kernel_that_finds_no_socket_leaves_the_lookup_to_psutil(monkeypatch: 
     assert [f["pid"] if f else None for f in found] == [os.getpid()]
 
 
+def test_a_client_described_once_is_reused_until_its_pid_names_another_process(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A client's next connections reuse its record (its parent chain costs a millisecond to read); a process
+    started since under the same pid (another start time) is described anew."""
+    import mcp_blackbox.addon.peer_lookup as peer_lookup
+
+    described = []
+    real = peer_lookup._described
+    monkeypatch.setattr(peer_lookup, "_described", lambda pid: described.append(pid) or real(pid))
+    owners = SocketOwners()
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        clients = [socket.create_connection(server.getsockname()) for _ in range(3)]
+        accepted = [server.accept()[0] for _ in clients]
+        ends = [(c.getsockname(), server.getsockname()) for c in clients]
+        first, second = owners(ends[:1]), owners(ends[1:2])
+        assert first[0] is second[0] and described == [os.getpid()], "the second connection reused the record"
+        monkeypatch.setattr(peer_lookup, "_start_ticks", lambda pid: "another start")
+        third = owners(ends[2:])
+        for sock in clients + accepted:
+            sock.close()
+    assert described == [os.getpid()] * 2 and third[0] is not None and third[0]["pid"] == os.getpid()
+
+
 def test_a_socket_its_client_closed_has_no_owner() -> None:
     """Closed first by the client, its socket waits in TIME_WAIT with no process: unknown, not the server's
     process that still holds the other end."""
