@@ -19,7 +19,7 @@ import socket
 import struct
 import sys
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -70,8 +70,7 @@ class SocketOwners:
             return _owners_by_psutil(wanted)
         inodes = [self.diag.inode(peer, local) for peer, local in wanted]
         pids = self._owners_of({inode for inode in inodes if inode is not None})
-        described = {pid: self._record_of(pid) for pid in set(pids.values())}
-        return [described[pids[inode]] if inode in pids else None for inode in inodes]
+        return _records([pids.get(inode) if inode is not None else None for inode in inodes], self._record_of)
 
     def _record_of(self, pid: int) -> ProcessRecord | None:
         started = _start_ticks(pid)
@@ -217,14 +216,14 @@ def _owners_by_psutil(wanted: list[tuple[Address, Address]]) -> list[ProcessReco
     for connection in psutil.net_connections("tcp"):
         if connection.pid is not None and (ends := _ends(connection.laddr, connection.raddr)) is not None:
             pids[ends] = connection.pid
-    described: dict[int, ProcessRecord | None] = {}
-    found = []
-    for peer, local in wanted:
-        pid = pids.get(((_plain(peer[0]), peer[1]), (_plain(local[0]), local[1])))
-        if pid is not None and pid not in described:
-            described[pid] = _described(pid)
-        found.append(described.get(pid) if pid is not None else None)
-    return found
+    owners = [pids.get(((_plain(peer[0]), peer[1]), (_plain(local[0]), local[1]))) for peer, local in wanted]
+    return _records(owners, _described)
+
+
+def _records(pids: list[int | None], record_of: Callable[[int], ProcessRecord | None]) -> list[ProcessRecord | None]:
+    """Each socket's owner's record (None where no owner was found), each process described once."""
+    described = {pid: record_of(pid) for pid in set(pids) if pid is not None}
+    return [described[pid] if pid is not None else None for pid in pids]
 
 
 def owner_of(peer: Address, local: Address) -> ProcessRecord | None:

@@ -218,20 +218,19 @@ def _cannot_export(args: argparse.Namespace) -> str | None:
     OpenTelemetry packages. None: it can."""
     if args.otlp_endpoint and args.format not in (None, "otlp"):
         return f"--otlp-endpoint sends OTLP; it does not go with --format {args.format}"
-    if args.format == "otlp" or args.otlp_endpoint:
-        from mcp_blackbox.analyzer.outputs.otlp import OtlpMissing, require_otlp
+    from mcp_blackbox.analyzer.outputs.extras import ExtraMissing
 
-        try:
-            require_otlp()  # before reading the captures: say at once what to install
-        except OtlpMissing as e:
-            return str(e)
-    if args.format == "parquet":
-        from mcp_blackbox.analyzer.outputs.parquet_export import ParquetMissing, require_parquet
+    try:  # before reading the captures: say at once what to install
+        if args.format == "otlp" or args.otlp_endpoint:
+            from mcp_blackbox.analyzer.outputs.otlp import require_otlp
 
-        try:
+            require_otlp()
+        if args.format == "parquet":
+            from mcp_blackbox.analyzer.outputs.parquet_export import require_parquet
+
             require_parquet()
-        except ParquetMissing as e:
-            return str(e)
+    except ExtraMissing as e:
+        return str(e)
     return None
 
 

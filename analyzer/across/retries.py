@@ -176,10 +176,11 @@ class _History:
     def reruns(self, before: Call, call: Call) -> bool:
         """The new unit first repeated tool calls that the earlier unit made before the failed attempt (a unit
         whose first calls are no longer kept is no new one)."""
-        sent = self._tool_calls.get(self._unit_place(call)[0])
-        if sent is not None and sent.dropped:
+        unit, place = self._unit_place(call)
+        sent = self._tool_calls.get(unit)
+        if sent is None or sent.dropped:
             return False
-        replayed = self.prior(call)
+        replayed = sent.before(place)
         return bool(replayed) and replayed <= self.prior(before)
 
 

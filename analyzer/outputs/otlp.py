@@ -32,6 +32,7 @@ from mcp_blackbox.analyzer.model.slim import TRACEPARENT, TRACEPARENT_LIMIT, TRA
 from mcp_blackbox.analyzer.model.vocabulary import Outcome
 from mcp_blackbox.analyzer.outputs.analysis import Analysis
 from mcp_blackbox.analyzer.outputs.export import iter_records
+from mcp_blackbox.analyzer.outputs.extras import install_hint, require_extra
 from mcp_blackbox.analyzer.redaction.redactor import REDACTED, Redactor
 from mcp_blackbox.analyzer.version import installed_version
 
@@ -42,7 +43,7 @@ if TYPE_CHECKING:
     from opentelemetry.sdk.trace import ReadableSpan
     from opentelemetry.trace import Link, SpanKind
 
-INSTALL_HINT = "pip install 'mcp-blackbox[otlp]'"
+INSTALL_HINT = install_hint("otlp")
 TRACES_PATH = "/v1/traces"
 BATCH = 512  # spans per OTLP request (the SDK's batch processor's default size)
 SERVICE_NAME = "mcp-blackbox"  # unless OTEL_SERVICE_NAME or OTEL_RESOURCE_ATTRIBUTES names one
@@ -51,20 +52,17 @@ TOOL_ERROR = "tool_error"  # error.type for isError: true (the conventions' own 
 HEX_FIELDS = ("traceId", "spanId", "parentSpanId")
 
 
-class OtlpMissing(RuntimeError):
-    """The OpenTelemetry packages are not installed."""
-
-
 def require_otlp() -> None:
-    """Raise OtlpMissing, saying how to install them, unless the SDK, the exporter and the protos import."""
-    try:
-        import opentelemetry.exporter.otlp.proto.http.trace_exporter
-        import opentelemetry.proto.collector.trace.v1.trace_service_pb2
-        import opentelemetry.sdk.trace  # noqa: F401
-    except ImportError as e:
-        raise OtlpMissing(
-            f"OpenTelemetry export needs the OpenTelemetry SDK and OTLP exporter ({e.name} is missing): {INSTALL_HINT}"
-        ) from None
+    """Raise ExtraMissing, saying how to install them, unless the SDK, the exporter and the protos import."""
+    require_extra(
+        "otlp",
+        "OpenTelemetry export needs the OpenTelemetry SDK and OTLP exporter",
+        (
+            "opentelemetry.exporter.otlp.proto.http.trace_exporter",
+            "opentelemetry.proto.collector.trace.v1.trace_service_pb2",
+            "opentelemetry.sdk.trace",
+        ),
+    )
 
 
 def trace_id_of(unit: str) -> int:

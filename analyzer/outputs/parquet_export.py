@@ -37,6 +37,7 @@ from typing import IO, TYPE_CHECKING, Any, Final
 
 from mcp_blackbox.analyzer.model.contract import CALL_COLUMNS, CallRecord
 from mcp_blackbox.analyzer.outputs.export import Analyzed, Tally, iter_records
+from mcp_blackbox.analyzer.outputs.extras import install_hint, require_extra
 from mcp_blackbox.analyzer.outputs.frames import BOOLEAN, CALL_KINDS, FLOAT, INTEGER, OBJECT, TIME, column_kinds
 from mcp_blackbox.analyzer.redaction.redactor import Redactor
 from mcp_blackbox.analyzer.wire.inputs import CAPTURE_SUFFIX, capture_names, recording_of
@@ -45,7 +46,7 @@ from mcp_blackbox.analyzer.wire.stdio_capture import SUFFIX as STDIO_SUFFIX
 if TYPE_CHECKING:
     import pyarrow as pa
 
-INSTALL_HINT = "pip install 'mcp-blackbox[parquet]'"
+INSTALL_HINT = install_hint("parquet")
 SUFFIX: Final = ".parquet"
 BATCH_CALLS: Final = 10_000  # calls per row group: about 10 MB of Arrow columns held until written
 # Records turned into Arrow at a time: a Python record takes about 5 kB, some five times its Arrow columns.
@@ -56,19 +57,9 @@ TIMESTAMP_OF: Final = {"started_at": "t_start", "ended_at": "t_end"}
 INT64 = range(-(2**63), 2**63)
 
 
-class ParquetMissing(RuntimeError):
-    """pyarrow is not installed."""
-
-
 def require_parquet() -> None:
-    """Raise ParquetMissing, saying how to install it, unless pyarrow and its Parquet writer import."""
-    try:
-        import pyarrow
-        import pyarrow.parquet  # noqa: F401
-    except ImportError as e:
-        raise ParquetMissing(
-            f"Parquet export needs pyarrow ({e.name or 'pyarrow'} is missing): {INSTALL_HINT}"
-        ) from None
+    """Raise ExtraMissing, saying how to install it, unless pyarrow and its Parquet writer import."""
+    require_extra("parquet", "Parquet export needs pyarrow", ("pyarrow", "pyarrow.parquet"))
 
 
 def call_schema() -> pa.Schema:

@@ -49,7 +49,6 @@ class TopError:
     outcome: str
     error: str
     first: str
-    example: str  # the first call's reason as it was
     count: int = 0
     calls: list[str] = field(default_factory=list)  # empty unless the tally keeps them (the report's filter)
 
@@ -68,7 +67,7 @@ class ErrorTally:
         key = (outcome, error_key(reason))
         error = self._found.get(key)
         if error is None:
-            error = self._found[key] = TopError(outcome, key[1], call_id, reason)
+            error = self._found[key] = TopError(outcome, key[1], call_id)
         error.count += 1
         if self.keep_calls:
             error.calls.append(call_id)
