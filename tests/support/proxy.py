@@ -65,12 +65,14 @@ def start_mitmdump(
     name: str = "mitmdump",
     addon: bool = True,
     extra_modes: Sequence[str] = (),
+    scripts: Sequence[Path] = (),
     timeout: float = 20,
 ) -> Mitmdump:
     """Start ``mitmdump -s addon/mcp_recorder.py --mode MODE -w FILE`` and wait until it listens.
 
     With the addon it listens on ``-p 0`` and reports its port through ``mcp_listen_file``;
     plain mitmdump (``addon=False``, for contrast) gets a free port picked beforehand.
+    ``scripts``: more mitmdump scripts, loaded after the addon (tests' instruments).
     """
     listen_file = workdir / f"{name}.listen.json"
     flow_file = workdir / f"{name}.flows"
@@ -81,6 +83,8 @@ def start_mitmdump(
         command += ["--mode", extra]
     if addon:
         command += ["-s", str(ADDON), "--set", f"mcp_listen_file={listen_file}"]
+    for script in scripts:
+        command += ["-s", str(script)]
     for key, value in (options or {}).items():
         command += ["--set", f"{key}={value}"]
     with log_file.open("wb") as log:
