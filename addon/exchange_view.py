@@ -7,12 +7,12 @@ the exchange (docs/ARCHITECTURE.md, "The live verdict").
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from urllib.parse import parse_qsl
 
 from mitmproxy import http
 
-from mcp_blackbox.addon.mcp_detect import decoded_body
+from mcp_blackbox.addon.mcp_detect import SESSION_HEADER, decoded_body, header_value
 from mcp_blackbox.addon.stream_tap import StreamTap
 from mcp_blackbox.analyzer.calls.live import LiveVerdict
 from mcp_blackbox.analyzer.wire.jsonrpc import (
@@ -38,10 +38,9 @@ class ExchangeView:
     verdict: str | None  # "FAILED: ..." or "pending: ..." (LiveVerdict.text), None when all is well
 
 
-def describe(
-    flow: http.HTTPFlow, tap: StreamTap | None, requests: list[JsonObject], verdict: LiveVerdict
-) -> ExchangeView:
-    """``requests``: the JSON-RPC messages of the request body (``request_messages``)."""
+def describe(flow: http.HTTPFlow, tap: StreamTap | None, requests: list[JsonObject]) -> ExchangeView:
+    """The exchange's facts, without the verdict (``with_verdict``); ``requests``: the JSON-RPC messages of the
+    request body (``request_messages``)."""
     first = requests[0] if requests else {}
     response = flow.response
     end = (tap.end_time if tap else None) or (response.timestamp_end if response else None)
@@ -51,15 +50,20 @@ def describe(
         started=flow.request.timestamp_start,
         session=_session(flow),
         http_method=flow.request.method,
-        rpc_method=_rpc_method(requests, verdict.delivered),
+        rpc_method=_rpc_method(requests),
         tool=tool_name(first),
         rpc_id=first.get("id"),
         status=response.status_code if response else None,
         content_type=(response.headers.get("content-type", "") if response else "").split(";")[0],
         duration_ms=(end - flow.request.timestamp_start) * 1000 if end else None,
-        events=verdict.events,
-        verdict=verdict.text,
+        events=None,
+        verdict=None,
     )
+
+
+def with_verdict(view: ExchangeView, verdict: LiveVerdict) -> ExchangeView:
+    """The view with what the verdict's reading found: a GET's method is what it delivered."""
+    return replace(view, rpc_method=view.rpc_method or verdict.delivered, events=verdict.events, verdict=verdict.text)
 
 
 def recorded_events(flow: http.HTTPFlow) -> list[SseEvent]:
@@ -71,20 +75,21 @@ def recorded_events(flow: http.HTTPFlow) -> list[SseEvent]:
 
 def _session(flow: http.HTTPFlow) -> str | None:
     for headers in (flow.request.headers, flow.response.headers if flow.response else None):
-        if headers is not None and "mcp-session-id" in headers:
-            return headers["mcp-session-id"]
+        if headers is not None and (session := header_value(headers, SESSION_HEADER)) is not None:
+            return session
     # From the path, not request.query: that parses request.url, which raises for a path such as "x[y".
     query = dict(parse_qsl(flow.request.path.partition("?")[2]))
     return query.get("sessionId") or query.get("session_id")
 
 
-def _rpc_method(requests: list[JsonObject], delivered: str | None) -> str | None:
+def _rpc_method(requests: list[JsonObject]) -> str | None:
+    """None for a GET stream: its method is what it delivered, e.g. a server request (``with_verdict``)."""
     for message in requests:
         if isinstance(message.get("method"), str):
             return message["method"]
     if requests and any(is_response(m) for m in requests):
         return "(response)"
-    return delivered  # a GET stream: what it delivered, e.g. a server request
+    return None
 
 
 def console_line(view: ExchangeView) -> str:

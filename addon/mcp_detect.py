@@ -23,6 +23,7 @@ from mcp_blackbox.analyzer.wire.jsonrpc import (
 
 # JSON-RPC bodies are small; a large upload is not worth parsing on the proxy's path.
 MAX_PEEK_BYTES = 1 << 20
+SESSION_HEADER = b"mcp-session-id"
 
 Endpoint = tuple[str, int, str]
 
@@ -30,6 +31,21 @@ Endpoint = tuple[str, int, str]
 def endpoint_of(flow: http.HTTPFlow) -> Endpoint:
     # request.host, not pretty_host: the latter parses the Host header on every call.
     return (flow.request.host, flow.request.port, flow.request.path.split("?", 1)[0])
+
+
+def header_names(headers: http.Headers) -> frozenset[bytes]:
+    """The names of ``headers``, lower case, in one pass over its fields: ``name in headers`` converts every
+    field for each name asked (some 4 µs each), and the recorder asks for several on every exchange. Header
+    names the MCP headers could equal are ASCII, where bytes and str agree on lower case."""
+    return frozenset(name.lower() for name, _ in headers.fields)
+
+
+def header_value(headers: http.Headers, name: bytes) -> str | None:
+    """The first value of the header ``name`` (lower case), as ``headers.get`` decodes it; None without one."""
+    for field, value in headers.fields:
+        if field.lower() == name:
+            return value.decode("utf-8", "surrogateescape")
+    return None
 
 
 def request_messages(flow: http.HTTPFlow) -> list[JsonObject]:
@@ -76,14 +92,14 @@ class McpEndpoints:
         return reason
 
     def _reason(self, flow: http.HTTPFlow, requests: list[JsonObject]) -> str | None:
-        headers = flow.request.headers
+        names = header_names(flow.request.headers)
         for name in MCP_REQUEST_HEADERS:
-            if name in headers:
+            if name.encode() in names:
                 return f"request header {name}"
         methods = [m["method"] for m in requests if isinstance(m.get("method"), str)]
         if requests and (not methods or any(is_mcp_method(m) for m in methods)):
             return "JSON-RPC request body"
-        if flow.response is not None and "mcp-session-id" in flow.response.headers:
+        if flow.response is not None and SESSION_HEADER in header_names(flow.response.headers):
             return "response header mcp-session-id"
         if endpoint_of(flow) in self.known:
             return "known MCP endpoint"

@@ -7,14 +7,21 @@ byte for byte; the arrival time and size of every chunk go into
 ``flow.metadata["mcp_blackbox"]`` and the body is put back into the flow when
 the stream ends, however it ends (complete, cut upstream, aborted by the
 client, or still open when mitmdump stops). One line per MCP exchange goes to
-the console; failing exchanges are marked for mitmweb users.
+the console; failing exchanges are marked for mitmweb users. The verdict is
+made in a process of its own (addon/verdict_worker.py) and, with the console
+line, comes after the response is passed on (addon/after_response.py).
 
-Loaded with ``-s`` this script runs before the ``-w`` writer, so what it puts
-into a flow reaches the file.
+Loaded with ``-s`` this script runs before the ``-w`` writer (and its own,
+``mcp_write``: addon/rotation.py), so the record of facts it puts into a flow
+reaches the file. The flow is written before the response is passed on (a
+recorder killed outright loses only the exchanges still open), so before the
+live verdict: the file holds the capture, and the analyzer judges it. Streams
+still open at shutdown are judged before they are written.
 """
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
 import logging
@@ -39,17 +46,19 @@ if __package__ in (None, "") or __name__.startswith("__mitmproxy_script__"):
     _spec.submodule_search_locations = [str(Path(__file__).resolve().parent.parent)]
     sys.modules["mcp_blackbox"] = importlib.util.module_from_spec(_spec)
 
-from mitmproxy import connection, ctx, exceptions, flowfilter, http
+from mitmproxy import connection, ctx, exceptions, flowfilter, hooks, http
 from mitmproxy.utils import human
 
+from mcp_blackbox.addon.after_response import AfterResponse
 from mcp_blackbox.addon.error_side import Side, error_side
-from mcp_blackbox.addon.exchange_view import console_line, describe, recorded_events
-from mcp_blackbox.addon.mcp_detect import McpEndpoints, request_messages
+from mcp_blackbox.addon.exchange_view import ExchangeView, console_line, describe, recorded_events, with_verdict
+from mcp_blackbox.addon.mcp_detect import McpEndpoints, header_value, request_messages
 from mcp_blackbox.addon.peer_process import PeerProcesses
 from mcp_blackbox.addon.record_redaction import RecordRedaction
 from mcp_blackbox.addon.rotation import CaptureWriter
 from mcp_blackbox.addon.stream_tap import StreamTap
-from mcp_blackbox.analyzer.calls.live import judge_flow
+from mcp_blackbox.addon.verdict_worker import VerdictWorker
+from mcp_blackbox.analyzer.calls.live import LiveVerdict, judge_flow
 from mcp_blackbox.analyzer.wire.jsonrpc import JsonObject
 from mcp_blackbox.analyzer.wire.metadata import (
     METADATA_KEY,
@@ -83,11 +92,13 @@ def never_raises[Hook: Callable[..., Any]](hook: Hook) -> Hook:
 
 
 def is_event_stream(response: http.Response) -> bool:
-    return response.headers.get("content-type", "").split(";")[0].strip().lower() == "text/event-stream"
+    content_type = header_value(response.headers, b"content-type") or ""
+    return content_type.split(";")[0].strip().lower() == "text/event-stream"
 
 
 class McpRecorder:
     def __init__(self) -> None:
+        self.after = AfterResponse()  # the verdicts the worker cannot take
         self.endpoints = McpEndpoints()
         self.open_streams: dict[str, tuple[http.HTTPFlow, StreamTap]] = {}
         self.filter: flowfilter.TFilter | None = None
@@ -96,6 +107,8 @@ class McpRecorder:
         self.console_is_tty = sys.stdout.isatty()
         self.redaction = RecordRedaction()
         self.peers = PeerProcesses()
+        self.verdicts = VerdictWorker()
+        self.starting: asyncio.Task[None] | None = None  # the verdict worker's start, referenced while it runs
 
     def load(self, loader: Any) -> None:
         loader.add_option(
@@ -155,6 +168,7 @@ class McpRecorder:
     @never_raises
     def running(self) -> None:
         self.peers.start()
+        self.starting = asyncio.get_running_loop().create_task(self.verdicts.start())
         path = ctx.options.mcp_listen_file
         if not path:
             return
@@ -191,7 +205,10 @@ class McpRecorder:
     def done(self) -> None:
         # Streams still open at shutdown are written by the -w writer after us: give them their partial
         # body and say why they stopped. Every body is kept first, at one instant as close to the stop as
-        # can be; then each is judged, one flow's failure never costing another its record.
+        # can be; then each is judged, one flow's failure never costing another its record. What waited for
+        # a response to be passed on runs now: the loop may not get to it.
+        self.verdicts.settle()  # the flows the worker has not answered are judged here
+        self.after.flush()
         closing = [
             (flow, self._keep_body(flow, StreamEnd.PROXY_SHUTDOWN, SHUTDOWN))
             for flow, _ in list(self.open_streams.values())
@@ -201,6 +218,7 @@ class McpRecorder:
                 self._annotate(flow, tap, record)
             except Exception:
                 logger.exception("mcp_blackbox: judging %s at shutdown failed; its body is kept", flow.id)
+        self.after.flush()
         self.peers.close()
 
     def _close(self, flow: http.HTTPFlow, reason: StreamEnd, error: str | None, side: Side | None = None) -> None:
@@ -250,8 +268,7 @@ class McpRecorder:
         record: FlowRecord,
         reason: str,
     ) -> None:
-        """The live verdict into the record (and onto the flow, marked for mitmweb if it failed); its console
-        line if asked for."""
+        """The record's facts now; the live verdict once the response has been passed on."""
         record["mcp"] = reason
         known, process = self.peers.of(flow.client_conn.id)
         if known:
@@ -260,14 +277,34 @@ class McpRecorder:
             record["earlier_connections"] = earlier
         # In the state before judging it: the verdict reads the stream record like the analyzer does.
         flow.metadata[METADATA_KEY] = record
-        verdict = judge_flow(flow)
+        view = describe(flow, tap, requests) if self.console else None
+        if not self.verdicts.judge(flow, functools.partial(self._answered, flow, record, view)):
+            self.after.defer(functools.partial(self._verdict, flow, record, view, None))
+
+    def _answered(
+        self, flow: http.HTTPFlow, record: FlowRecord, view: ExchangeView | None, verdict: LiveVerdict | None
+    ) -> None:
+        """The worker's verdict (None: judge it here)."""
+        try:
+            self._verdict(flow, record, view, verdict)
+        except Exception:
+            logger.exception("mcp_blackbox: the verdict of %s failed; traffic is unaffected", flow.id)
+
+    def _verdict(
+        self, flow: http.HTTPFlow, record: FlowRecord, view: ExchangeView | None, verdict: LiveVerdict | None
+    ) -> None:
+        """The live verdict into the record (and onto the flow, marked for mitmweb if it failed); its console
+        line if asked for."""
+        if verdict is None:
+            verdict = judge_flow(flow)
         record["failure"] = verdict.reason if verdict.failed else None
         record["pending"] = verdict.reason if verdict.pending else None
         if verdict.failed:
             flow.marked = flow.marked or FAILURE_MARKER
             flow.comment = flow.comment or f"MCP: {verdict.reason}"
-        if self.console:
-            print(console_line(describe(flow, tap, requests, verdict)), flush=self.console_is_tty)
+            ctx.master.addons.trigger(hooks.UpdateHook([flow]))  # mitmweb shows the mark
+        if view is not None:
+            print(console_line(with_verdict(view, verdict)), flush=self.console_is_tty)
 
     def _recognise_legacy_stream(self, flow: http.HTTPFlow) -> str | None:
         for event in recorded_events(flow):

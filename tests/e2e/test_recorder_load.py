@@ -92,6 +92,7 @@ def flows_by_id(proxy: Mitmdump) -> dict[int, HTTPFlow]:
 def assert_no_addon_errors(proxy: Mitmdump) -> None:
     log = proxy.log()
     assert "traffic is unaffected" not in log, log[-3000:]
+    assert "the verdict worker stopped" not in log, "the verdicts were made on mitmdump's loop"
 
 
 async def wait_until(condition: Callable[[], bool], what: str, limit: float = PHASE_LIMIT) -> None:

@@ -235,8 +235,11 @@ def test_cut_stream_is_recorded_with_partial_body_and_reason(run_through_proxy: 
     (cut,) = [f for f in flows if f.metadata["mcp_blackbox"].get("stream", {}).get("ended") == "upstream-error"]
     (sent,) = [e for e in server_log if e["cut"]]
     assert cut.request.method == "POST" and cut.response.raw_content == base64.b64decode(sent["response_body_b64"])
-    # Cut after an event id, the stream is resumable: pending, not a failure (its answer came on the GET).
-    assert not cut.marked and "before the answer; it can be resumed" in cut.metadata["mcp_blackbox"]["pending"]
+    # Cut after an event id, the stream is resumable: pending, not a failure (its answer came on the GET). The
+    # flow is written as it ends, before the live verdict: the console line says it.
+    rpc_id = json.loads(cut.request.content or b"{}")["id"]
+    (line,) = [line for line in proxy.log().splitlines() if " POST tools/call " in line and f" id={rpc_id} " in line]
+    assert "FAILED" not in line and "before the answer; it can be resumed" in line, line
     resumed = [f for f in flows if f.request.method == "GET" and "last-event-id" in f.request.headers]
     assert resumed, "the client resumed through the proxy"
     assert b"done 5" in resumed[0].response.raw_content

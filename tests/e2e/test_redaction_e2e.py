@@ -192,7 +192,10 @@ def test_the_original_holds_every_planted_secret_and_the_redacted_file_none(reco
                 "mcp-session-id" in f.response.headers}  # fmt: skip
     assert sessions and not any(s.encode() in redacted for s in sessions), "session ids have pseudonyms"
     metadata = [f.metadata["mcp_blackbox"] for f in read(recorded["original"]) if "mcp_blackbox" in f.metadata]
-    assert any(PASSWORD in (m.get("failure") or "") for m in metadata), "the metadata carried the password"
+    # A flow is written as it ends, before its live verdict (whose reason, here, would quote the 503's password):
+    # the records hold facts only. Redacting a verdict in a record (streams open at shutdown, earlier captures)
+    # is tested in tests/analyzer/test_sanitize.py.
+    assert metadata and not any(m.get("failure") or m.get("pending") for m in metadata), metadata
     assert b'"progressToken"' in redacted
     assert "Traceback" not in recorded["log"] and "NOT written" not in recorded["log"], recorded["log"]
 

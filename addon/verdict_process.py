@@ -1,0 +1,63 @@
+"""The live verdict's process: judges the flows mitmdump's recorder sends it (``addon/verdict_worker.py``).
+
+Run by path with the interpreter that runs mitmdump. It reads frames from stdin, each a flow's state as the
+analysis reads it (``analyzer.calls.live.flow_state``) with a sequence number, and answers each, in order, on
+stdout with the :class:`LiveVerdict` of ``judge_flow_state``: the same rules as the offline analysis, on the
+other core. A frame is a 4-byte big-endian length, then a pickle; both ends are this package.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+if __package__ in (None, ""):
+    # Run by path, from a checkout or an installed package: bind the package mcp_blackbox to the folder that
+    # holds this file's folder, as addon/mcp_recorder.py does when mitmdump loads it as a script.
+    import importlib.machinery
+    import importlib.util
+
+    _spec = importlib.machinery.ModuleSpec("mcp_blackbox", None, is_package=True)
+    _spec.submodule_search_locations = [str(Path(__file__).resolve().parent.parent)]
+    sys.modules["mcp_blackbox"] = importlib.util.module_from_spec(_spec)
+
+import pickle
+import struct
+from typing import Any, BinaryIO
+
+from mcp_blackbox.analyzer.calls.live import LiveVerdict, judge_flow_state
+
+LENGTH = struct.Struct(">I")
+
+
+def frame(payload: object) -> bytes:
+    data = pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL)
+    return LENGTH.pack(len(data)) + data
+
+
+def read_frame(source: BinaryIO) -> Any:
+    """The next frame's payload; None at the end of the input."""
+    head = source.read(LENGTH.size)
+    if len(head) < LENGTH.size:
+        return None
+    (size,) = LENGTH.unpack(head)
+    return pickle.loads(source.read(size))
+
+
+def judged(state: dict[str, object]) -> LiveVerdict | None:
+    """None where the rules raised: the recorder judges that flow itself, and logs why."""
+    try:
+        return judge_flow_state(state)
+    except Exception:
+        return None
+
+
+def serve(source: BinaryIO, sink: BinaryIO) -> None:
+    while (request := read_frame(source)) is not None:
+        sequence, state = request
+        sink.write(frame((sequence, judged(state))))
+        sink.flush()
+
+
+if __name__ == "__main__":
+    serve(sys.stdin.buffer, sys.stdout.buffer)
