@@ -31,6 +31,11 @@ from mcp_blackbox.analyzer.calls.live import LiveVerdict, flow_state
 logger = logging.getLogger("mcp_blackbox")
 
 PROCESS = Path(__file__).with_name("verdict_process.py")
+# A worker behind (a burst of large streams: their bodies are in the state sent) gets no more flows while this
+# much is queued for it, or this many flows wait for its answer: the recorder judges those itself, so the
+# memory the queue takes stays bounded.
+MAX_QUEUED_BYTES = 8 << 20
+MAX_WAITING = 10_000
 
 # Called with the flow's verdict, or None where it must be judged on the loop (the worker could not).
 Answer = Callable[[LiveVerdict | None], None]
@@ -63,6 +68,8 @@ class VerdictWorker:
     def judge(self, flow: http.HTTPFlow, answer: Answer) -> bool:
         """Send the flow to be judged; ``answer`` is called with its verdict. False: not sent (judge it here)."""
         if self.requests is None or self.failed or self.requests.is_closing():
+            return False
+        if self.requests.get_write_buffer_size() > MAX_QUEUED_BYTES or len(self.waiting) >= MAX_WAITING:
             return False
         self.sequence += 1
         self.waiting[self.sequence] = answer

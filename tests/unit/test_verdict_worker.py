@@ -9,6 +9,7 @@ import logging
 import pytest
 from mitmproxy.http import HTTPFlow
 
+from mcp_blackbox.addon import verdict_worker
 from mcp_blackbox.addon.verdict_worker import VerdictWorker
 from mcp_blackbox.analyzer.calls.live import LiveVerdict, judge_flow
 from tests.analyzer.flows import error, exchange, result, text_result, tool_call
@@ -86,3 +87,19 @@ def test_a_worker_that_dies_leaves_its_flows_to_the_recorder(caplog: pytest.LogC
 
 def test_without_a_loop_nothing_is_sent() -> None:
     assert not VerdictWorker().judge(flows()[0], lambda verdict: None)
+
+
+def test_a_worker_behind_gets_no_more_flows(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The flows waiting for its answers are bounded: beyond, the recorder judges them itself."""
+    monkeypatch.setattr(verdict_worker, "MAX_WAITING", 2)
+    sent = flows()
+
+    async def scenario() -> list[bool]:
+        worker = VerdictWorker()
+        await worker.start()
+        try:
+            return [worker.judge(flow, lambda verdict: None) for flow in sent]  # none answered yet: no await
+        finally:
+            worker.close()
+
+    assert asyncio.run(scenario()) == [True, True, False, False, False]
