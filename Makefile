@@ -10,7 +10,7 @@ NODE_PEERS := tests/truth/peers/node
 # Debian's chromium (playwright-core drives it; Playwright's own browser downloads are not used).
 CHROMIUM ?= chromium
 
-.PHONY: report test lint chromium browser-deps nginx truth-deps bench-addon bench-analyzer bench-peer-lookup bench-report bench-scale bench-stdio samples truth clean
+.PHONY: report test lint chromium browser-deps nginx truth-deps bench-addon bench-analyzer bench-peer-lookup bench-reader bench-report bench-scale bench-stdio samples truth clean
 
 # The main job: the bundled sample captures rendered into one self-contained report. It needs the package
 # alone (mitmproxy, pandas, jinja2, jsonschema), not the test extra.
@@ -97,6 +97,10 @@ bench-report: $(STAMP) browser-deps
 	$(BIN)/python tests/benchmarks/bench_report.py
 
 # A day of traffic: 1,000,000 calls in rotated files (generated once, cached); BENCH_SCALE_ARGS="--calls 200000" for a quick look.
+# The flow-file reader as it is against the same compiled by mypyc, per record (weighing a compiled reader).
+bench-reader: $(STAMP)
+	$(BIN)/python tests/benchmarks/bench_reader.py
+
 bench-scale: $(STAMP) browser-deps
 	$(BIN)/python tests/benchmarks/bench_scale.py $(BENCH_SCALE_ARGS)
 
