@@ -21,6 +21,8 @@ if __package__ in (None, ""):
     _spec.submodule_search_locations = [str(Path(__file__).resolve().parent.parent)]
     sys.modules["mcp_blackbox"] = importlib.util.module_from_spec(_spec)
 
+import contextlib
+import os
 import pickle
 import struct
 from typing import Any, BinaryIO
@@ -59,5 +61,19 @@ def serve(source: BinaryIO, sink: BinaryIO) -> None:
         sink.flush()
 
 
+PRIORITY = 10  # nice increment: a verdict may come late, the traffic and the process lookup may not
+
+
+def lower_priority() -> None:
+    """Yield the CPU to everything else the recorder runs. On a busy machine the verdict competes with
+    mitmdump's loop and with the client process lookup (addon/peer_lookup.py), which must find a short
+    connection's socket before it closes: a CI run with both cores saturated had a call recorded without its
+    process when the verdict worker ran at the same priority."""
+    if hasattr(os, "nice"):
+        with contextlib.suppress(OSError):
+            os.nice(PRIORITY)
+
+
 if __name__ == "__main__":
+    lower_priority()
     serve(sys.stdin.buffer, sys.stdout.buffer)

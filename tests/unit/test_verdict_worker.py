@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 
 import pytest
 from mitmproxy.http import HTTPFlow
 
-from mcp_blackbox.addon import verdict_worker
+from mcp_blackbox.addon import verdict_process, verdict_worker
 from mcp_blackbox.addon.verdict_worker import VerdictWorker
 from mcp_blackbox.analyzer.calls.live import LiveVerdict, judge_flow
 from tests.analyzer.flows import error, exchange, result, text_result, tool_call
@@ -46,15 +47,19 @@ async def judged_by_the_worker(worker: VerdictWorker, sent: list[HTTPFlow]) -> l
 def test_the_worker_judges_as_the_recorder_would() -> None:
     sent = flows()
 
-    async def scenario() -> list[LiveVerdict | None]:
+    async def scenario() -> tuple[list[LiveVerdict | None], int]:
         worker = VerdictWorker()
         await worker.start()
         try:
-            return await judged_by_the_worker(worker, sent)
+            verdicts = await judged_by_the_worker(worker, sent)
+            assert worker.process is not None
+            return verdicts, os.getpriority(os.PRIO_PROCESS, worker.process.pid)
         finally:
             worker.close()
 
-    verdicts = asyncio.run(scenario())
+    verdicts, niceness = asyncio.run(scenario())
+    # It yields the CPU to the traffic and the process lookup (it had answered, so it had lowered itself).
+    assert niceness == min(19, os.getpriority(os.PRIO_PROCESS, 0) + verdict_process.PRIORITY)
     assert verdicts == [judge_flow(flow) for flow in sent]
     assert [v.failed for v in verdicts if v is not None] == [True, False, True, False, True]
     assert verdicts[3] is not None and verdicts[3].pending, "202: the answer comes on the session's stream"
