@@ -54,7 +54,7 @@ def describe(flow: http.HTTPFlow, tap: StreamTap | None, requests: list[JsonObje
         tool=tool_name(first),
         rpc_id=first.get("id"),
         status=response.status_code if response else None,
-        content_type=(response.headers.get("content-type", "") if response else "").split(";")[0],
+        content_type=((header_value(response.headers, b"content-type") or "") if response else "").split(";")[0],
         duration_ms=(end - flow.request.timestamp_start) * 1000 if end else None,
         events=None,
         verdict=None,

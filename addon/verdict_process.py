@@ -30,6 +30,8 @@ from typing import Any, BinaryIO
 from mcp_blackbox.analyzer.calls.live import LiveVerdict, judge_flow_state
 
 LENGTH = struct.Struct(">I")
+CHUNK = 1 << 16  # bytes read from a pipe at a time
+PRIORITY = 10  # nice increment: a verdict may come late, the traffic and the process lookup may not
 
 
 def frame(payload: object) -> bytes:
@@ -37,13 +39,23 @@ def frame(payload: object) -> bytes:
     return LENGTH.pack(len(data)) + data
 
 
-def read_frame(source: BinaryIO) -> Any:
-    """The next frame's payload; None at the end of the input."""
-    head = source.read(LENGTH.size)
-    if len(head) < LENGTH.size:
-        return None
-    (size,) = LENGTH.unpack(head)
-    return pickle.loads(source.read(size))
+class Frames:
+    """The payloads of a stream of frames, as chunks of it arrive: how both ends read the other's pipe."""
+
+    def __init__(self) -> None:
+        self.buffer = bytearray()
+
+    def feed(self, data: bytes) -> list[Any]:
+        self.buffer += data
+        payloads = []
+        while len(self.buffer) >= LENGTH.size:
+            (size,) = LENGTH.unpack_from(self.buffer)
+            end = LENGTH.size + size
+            if len(self.buffer) < end:
+                break
+            payloads.append(pickle.loads(self.buffer[LENGTH.size : end]))
+            del self.buffer[:end]
+        return payloads
 
 
 def judged(state: dict[str, object]) -> LiveVerdict | None:
@@ -55,13 +67,12 @@ def judged(state: dict[str, object]) -> LiveVerdict | None:
 
 
 def serve(source: BinaryIO, sink: BinaryIO) -> None:
-    while (request := read_frame(source)) is not None:
-        sequence, state = request
-        sink.write(frame((sequence, judged(state))))
+    """Answer every frame of ``source`` on ``sink``, in order, until ``source`` ends."""
+    frames = Frames()
+    while data := source.read1(CHUNK):  # type: ignore[attr-defined]  # what is there, without waiting for more
+        for sequence, state in frames.feed(data):
+            sink.write(frame((sequence, judged(state))))
         sink.flush()
-
-
-PRIORITY = 10  # nice increment: a verdict may come late, the traffic and the process lookup may not
 
 
 def lower_priority() -> None:

@@ -5,11 +5,12 @@ and mitmdump's event loop runs one thing at a time: done on the loop, even after
 (``addon/after_response.py``), it delays the next request a client sends. So the recorder sends each flow's
 state, as the analysis reads it (``flow_state``, a few µs to take and pickle), to ``addon/verdict_process.py``,
 started with the recorder, which answers with the verdict on the other core; the recorder then puts the
-verdict into the flow's record and mark, and prints its console line. The flow's write waits for it.
+verdict into the live flow's record and mark, and prints its console line. (The flow was written already, in
+its hook: the file holds the capture, not the live verdict.)
 
-Where the worker cannot serve (no event loop yet, the process failed to start or died), the recorder judges
-on its own loop, after the response, as before: nothing is lost but time. At shutdown the flows still out
-are judged by the recorder (``settle``), so every flow is written with its verdict.
+Where the worker cannot serve (no event loop yet, the process failed to start or died, or it is behind), the
+recorder judges on its own loop, after the response: nothing is lost but time. At shutdown the flows still
+out are judged by the recorder (``settle``), before the streams still open are judged and written.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import pickle
 import subprocess
 import sys
 from collections.abc import Callable
@@ -25,7 +25,7 @@ from pathlib import Path
 
 from mitmproxy import http
 
-from mcp_blackbox.addon.verdict_process import LENGTH, frame
+from mcp_blackbox.addon.verdict_process import Frames, frame
 from mcp_blackbox.analyzer.calls.live import LiveVerdict, flow_state
 
 logger = logging.getLogger("mcp_blackbox")
@@ -48,7 +48,7 @@ class VerdictWorker:
         self.failed = False
         self.sequence = 0
         self.waiting: dict[int, Answer] = {}
-        self.received = bytearray()
+        self.answers = Frames()
 
     async def start(self) -> None:
         """Start the process and connect its pipes to the event loop; on failure the recorder judges alone."""
@@ -77,17 +77,10 @@ class VerdictWorker:
         return True
 
     def data_received(self, data: bytes) -> None:
-        self.received += data
-        while len(self.received) >= LENGTH.size:
-            (size,) = LENGTH.unpack_from(self.received)
-            if len(self.received) < LENGTH.size + size:
-                return
-            payload = bytes(self.received[LENGTH.size : LENGTH.size + size])
-            del self.received[: LENGTH.size + size]
-            sequence, verdict = _unpickled(payload)
+        for sequence, verdict in self.answers.feed(data):  # the process this module started, from its own pipe
             answer = self.waiting.pop(sequence, None)
             if answer is not None:
-                answer(verdict)
+                answer(verdict if isinstance(verdict, LiveVerdict) else None)
 
     def settle(self) -> None:
         """Every flow still out is answered with None (judged by the recorder); the worker stops."""
@@ -114,12 +107,6 @@ class VerdictWorker:
                 self.process.kill()
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.process.wait(1)
-
-
-def _unpickled(payload: bytes) -> tuple[int, LiveVerdict | None]:
-    """An answer of the process this module started, from its own pipe."""
-    sequence, verdict = pickle.loads(payload)
-    return sequence, verdict if isinstance(verdict, LiveVerdict) else None
 
 
 class _Answers(asyncio.Protocol):
