@@ -363,26 +363,32 @@ def _export_other(args: argparse.Namespace, analysis: Analysis) -> int:
 
 
 def run_report(args: argparse.Namespace) -> int:
+    """The page, read as export reads: each call kept once final (a window at a time), the page built from
+    what it shows of them (review/report.py)."""
     # The report is always a file: -o - names a file "-" (the line below goes to stdout).
     path = os.path.join(os.curdir, STDOUT) if args.output == STDOUT else args.output
     if refused("report", path):
         return CANNOT_WRITE
-    # Read problems are said once here; the report's own header says them again for its readers.
-    analysis = load_or_explain(args.captures, args.time_range)
-    if analysis is None:
-        return 2
     # jinja2 and the templates, only for this command
-    from mcp_blackbox.analyzer.review.report import build_report, render_report
+    from mcp_blackbox.analyzer.review.report import build_report, write_page
 
-    data = build_report(args.captures, redact=not args.no_redact, analysis=analysis)
+    built: list[dict[str, Any]] = []
+
+    def page_of(stream: CallStream) -> None:
+        built.append(build_report(args.captures, redact=not args.no_redact, analysis=stream))
+
+    # Read problems are said once here; the report's own header says them again for its readers.
+    if _streamed(args.captures, args.window, page_of, args.time_range) == NOTHING_READ:
+        return NOTHING_READ
+    (data,) = built
     with Output(path, mode=_file_mode(args)) as output:
-        output.stream.write(render_report(data))
+        write_page(data, output.stream)
     meta = data["meta"]
     print(
         f"{args.output}: {meta['calls']} calls, {len(meta['findings'])} findings, {meta['retry_groups']} retry "
         f"chains, ran more than once: {ran_twice_counts(meta['ran_more_than_once_counts'])}"
         + ("" if meta["redacted"] else "; secrets NOT redacted")
-        + ("" if analysis.time_range is None else f"; {analysis.time_range.describe()}")
+        + ("" if args.time_range is None else f"; {args.time_range.describe()}")
     )
     return 0
 
@@ -707,6 +713,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     report.add_argument("captures", nargs="+", metavar="CAPTURE")
     report.add_argument("-o", "--output", default="report.html", metavar="FILE", help="default report.html")
+    report.add_argument(
+        "--window",
+        type=float,
+        default=DEFAULT_WINDOW,
+        metavar="SECONDS",
+        help=f"one recording (a file or a recorder's rotated files): keep each call once nothing later can change "
+        f"it, holding about four times this much capture time in memory besides what the page shows (default "
+        f"{DEFAULT_WINDOW:g}; flows open longer are paired late); 0, or several recordings: read them whole first",
+    )
     report.add_argument(
         "--no-redact", action="store_true", help="keep Authorization, cookies, tokens and keys (the report says so)"
     )

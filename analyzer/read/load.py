@@ -18,7 +18,7 @@ import math
 import os
 import sys
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Container, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,6 +32,7 @@ from mcp_blackbox.analyzer.wire.metadata import METADATA_KEY
 from mcp_blackbox.analyzer.wire.tnetstring_reader import (
     ENCODED,
     FLOW_FIELDS,
+    FLOW_ID,
     Encoded,
     RecordCutShort,
     RecordError,
@@ -101,8 +102,12 @@ class ReadFigures:
         return self.report.problems
 
 
-def read_exchanges(paths: Sequence[str | Path], report: LoadReport, *, keep_all: bool = False) -> Iterator[Exchange]:
-    """``keep_all``: every header and the whole stream record, for a report's details."""
+def read_exchanges(
+    paths: Sequence[str | Path], report: LoadReport, *, keep_all: bool = False, only: Container[str] | None = None
+) -> Iterator[Exchange]:
+    """``keep_all``: every header and the whole stream record, for a report's details. ``only``: the flows with
+    these ids (and any that cannot be told apart without decoding them); the others' records are stepped over
+    once their id is read."""
     for path in paths:
         source = str(path)
         report.sources.append(source)
@@ -116,7 +121,7 @@ def read_exchanges(paths: Sequence[str | Path], report: LoadReport, *, keep_all:
             continue
         with handle:
             before = report.bytes_read
-            yield from _read_file(handle, source, report, keep_all, before)
+            yield from _read_file(handle, source, report, keep_all, before, only=only)
             report.bytes_read = before + os.fstat(handle.fileno()).st_size
 
 
@@ -129,6 +134,7 @@ def _read_file(
     *,
     end: int | None = None,
     index: int = 0,
+    only: Container[str] | None = None,
 ) -> Iterator[Exchange]:
     """The flows from the handle's position on. ``end`` and ``index``: a segment of a flow file
     (analyzer/read/parallel.py), from a record that starts at the handle's position and is the file's
@@ -146,6 +152,9 @@ def _read_file(
             record = read_record(handle)
             if record is None:
                 return
+            if only is not None and _flow_id_of(record) not in only:
+                index += 1
+                continue
             state = _decode_flow(record, keep_all)
         except (ValueError, TypeError, IndexError, UnicodeDecodeError, RecursionError) as e:
             # RecursionError: values nested deeper than the decoder goes (a framed record, skipped).
@@ -187,6 +196,14 @@ def _read_past(e: Exception, record: bytes | None, source: str, index: int, offs
     report.flows_read += 1
     report.skip(source, index, None, f"unreadable flow record at byte {offset}: {e}")
     return True
+
+
+def _flow_id_of(record: bytes) -> str | None:
+    """A flow record's id, its other fields stepped over undecoded (None if it has no string id: no flow the
+    analysis kept)."""
+    state = decode(record, FLOW_ID)
+    flow_id = state.get("id") if isinstance(state, dict) else None
+    return flow_id if isinstance(flow_id, str) else None
 
 
 def _decode_flow(record: bytes, keep_all: bool) -> Any:

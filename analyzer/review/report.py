@@ -11,46 +11,47 @@ attempt number from its chain) is not carried. The page decodes it on load.
 Nothing is loaded from anywhere: the page's Content-Security-Policy forbids
 it. Captured content is only ever put into the page as data and shown with
 ``textContent``.
+
+The calls come from a stream (``CallStream``; a windowed one keeps memory to the window): each is kept on
+disk as it becomes final (review/report_calls.py), and the page is built from them in one pass once the
+stream is read, when what decides a call's row is known. So memory holds what the page carries (the
+eventful calls' rows, the aggregates, the details), not the analysis.
 """
 
 from __future__ import annotations
 
 import base64
-import contextlib
 import hashlib
+import heapq
+import io
 import json
 import math
 import re
 import time
+import uuid
+from array import array
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import jinja2
 
-from mcp_blackbox.analyzer.across.retries import RetryGroup
-from mcp_blackbox.analyzer.calls.anatomy import describe, ending
+from mcp_blackbox.analyzer.across.call_stream import CallStream
 from mcp_blackbox.analyzer.model.contract import ClientRecord
-from mcp_blackbox.analyzer.model.noteworthy import noteworthy
-from mcp_blackbox.analyzer.model.records import Call, Exchange
 from mcp_blackbox.analyzer.model.vocabulary import Certainty, Outcome, vocabulary_data
-from mcp_blackbox.analyzer.outputs.analysis import Analysis, analyze
-from mcp_blackbox.analyzer.outputs.call_record import reason
+from mcp_blackbox.analyzer.outputs.analysis import Analysis
 from mcp_blackbox.analyzer.outputs.export import ran_more_than_once_counts
-from mcp_blackbox.analyzer.read.extract import decode_body
-from mcp_blackbox.analyzer.read.load import LoadReport, read_exchanges
-from mcp_blackbox.analyzer.read.stdio_load import is_stdio_capture, stdio_exchanges
 from mcp_blackbox.analyzer.read.time_range import range_lines
 from mcp_blackbox.analyzer.redaction.redactor import Redactor
-from mcp_blackbox.analyzer.review.captured import captured_facts
+from mcp_blackbox.analyzer.review.report_calls import Kept, KeptCalls, microseconds
+from mcp_blackbox.analyzer.review.report_details import details
 from mcp_blackbox.analyzer.review.top_errors import top_errors
 from mcp_blackbox.analyzer.wire.inputs import capture_name, capture_names, expand_captures
-from mcp_blackbox.analyzer.wire.sse_framing import split_sse
 
 DETAIL_LIMIT = 3000  # calls whose bytes the report carries (failures and retries first)
 RAN_TWICE_SHOWN = 20  # writes that ran more than once, listed whole in the header (all are counted)
-# Above this many calls the uneventful ones are aggregated per lane and time bucket (see ``eventful``): one row
+# Above this many calls the uneventful ones are aggregated per lane and time bucket (``Kept.eventful``): one row
 # per call would make a page of about 300 bytes a call, too big for a browser at a million calls.
 AGGREGATE_ABOVE = 50_000
 AGGREGATE_BUCKETS = 500  # at most this many buckets across the capture's span, per lane
@@ -60,11 +61,10 @@ BUCKET_STEPS_MS = [
 AGGREGATE_COLUMNS = [
     "lane", "t0", "t1", "count", "outcomes", "methods", "tools", "dur_min", "dur_p50", "dur_p95", "dur_max",
 ]  # fmt: skip
-BODY_LIMIT = 16_384  # characters of one body shown
-TICK_LIMIT = 50  # SSE event ticks drawn per call
 TOP_ERRORS = 10  # errors listed in the header, each a filter (review/top_errors.py groups them)
 LANE_KINDS = {"connection": "conn", "sse-session": "sse", "stdio": "stdio"}  # short names in the timeline's lane labels
 LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+JSON_CHUNK = 1000  # members of a list or mapping encoded at a time when the page's data is written
 # A row per call. t0: microseconds after the previous row's t0 (the first row's: after the first call), dur:
 # microseconds; group: index into ``groups``; client: index into ``clients``; source: into meta.captures; error:
 # into meta.top_errors (null: not a failure, or one of the rarer errors); STRING_COLUMNS: index into
@@ -75,7 +75,6 @@ COLUMNS = [
     "group", "origin", "confidence", "source", "verdict", "error_code", "client", "carrier", "error",
 ]  # fmt: skip
 STRING_COLUMNS = ["method", "tool", "outcome", "flags", "origin", "confidence", "verdict", "carrier"]
-STDERR_SHOWN = 200  # stderr lines of one call carried in its details (the timeline ticks them all, up to TICK_LIMIT)
 # A retry chain: members are row indices; origin, confidence, final_outcome, safety and each evidence line are
 # indices into ``strings``; total_us in microseconds; failure_retry and may_have_run_twice 0 or 1.
 GROUP_COLUMNS = [
@@ -112,51 +111,52 @@ class StringTable:
         return found
 
 
-def _us(ms: float | None) -> int | None:
-    """Milliseconds (to the microsecond) as integer microseconds: no decimal point, no float's tail."""
-    return None if ms is None else round(ms * 1000)
-
-
 def build_report(
     paths: Iterable[str | Path],
     *,
     redact: bool = True,
-    analysis: Analysis | None = None,
+    analysis: Analysis | CallStream | None = None,
     aggregate_above: int = AGGREGATE_ABOVE,
 ) -> dict[str, Any]:
-    """The report's data; ``analysis`` of the same paths, if the caller has one already.
+    """The report's data; ``analysis`` of the same paths: a whole one, or a ``CallStream`` not read yet (the
+    command's, through a window). Without it the captures are analyzed whole.
 
-    Above ``aggregate_above`` calls the uneventful ones (``eventful`` says which are not) are folded into
+    Above ``aggregate_above`` calls the uneventful ones (``Kept.eventful`` says which are not) are folded into
     per-lane time buckets (``aggregates``) and only the eventful calls get a row each.
     """
     sources = [str(p) for p in paths]
-    analysis = analysis if analysis is not None else analyze(sources)
-    every = analysis.call_objects
-    files = _capture_files(sources, every)  # each file read, as the user named it or its directory held it
-    origin, end = _span(every)
-    lanes = _lane_indices(every)
-    calls, quiet = _split_quiet_calls(analysis, aggregate_above)
-    clients: dict[str, int] = {}  # unit -> index into the page's client table
+    analysis = analysis if analysis is not None else CallStream(sources)
+    redactor = Redactor.of(redact)  # every peer's word on the page passes through it
+    kept = KeptCalls(redactor).read(analysis.final_calls(), analysis.facts)
+    files = _capture_files(sources, kept.sources)  # each file read, as the user named it or its directory held it
+    origin = kept.captured.start if kept.captured.start is not None else 0.0
+    end = kept.captured.end if kept.captured.end is not None else origin
     table = StringTable()
     # The table numbers each text where it is first indexed: in the rows, the aggregates, then the lanes, lane
     # groups, clients, groups and anatomy below. Moving a step renumbers the strings of the same report.
-    redactor = Redactor.of(redact)  # every peer's word on the page passes through it
-    rows = _rows(calls, origin, lanes, clients, files, analysis.retry_groups, table, redactor)
-    errors = _top_errors(calls, rows, table)
-    row_of = {call.call_id: n for n, call in enumerate(calls)}
+    group_index = {group.record()["retry_group"]: n for n, group in enumerate(analysis.retry_groups)}
+    page = _Pass(kept, files, origin, table, ran_more_than_once(analysis), group_index)
+    page.read(aggregate_above, bucket_width((end - origin) * 1000))
+    errors = page.top_errors()
     # The details are read again from the files the analysis decoded: not those wholly outside the range.
-    read = [s for s in sources if s not in (analysis.range or {}).get("captures_not_read", ())]
-    details = _details(read, _worth_opening(calls, ran_more_than_once(analysis)), origin, redactor)
-    lane_records, lane_groups = _lanes(every, lanes, files)
-    aggregates, bucket_ms = _aggregates(quiet, origin, lanes, end, table)
-    meta = _meta(analysis, sources, origin, redactor)
+    cut = analysis.range_record() or {}
+    read = [s for s in sources if s not in cut.get("captures_not_read", ())]
+    shown = details(read, page.worth_opening(), origin, redactor)
+    lane_records, lane_groups = page.lanes()
+    aggregates = page.aggregates()
+    meta = _meta(analysis, kept, sources, origin, redactor)
     # The captures by name (analyzer/wire/inputs.py capture_names): a page made to be shared names no directory.
     names = capture_names(files)
     meta["captures"] = [names[f] for f in files]
     meta["top_errors"] = errors
     if analysis.time_range is not None:  # --since/--until: said in the header (the key only then: no change else)
-        meta["range"] = range_lines(analysis.time_range, analysis.range)
-    meta.update(aggregated=len(quiet), aggregate_above=aggregate_above, bucket_ms=bucket_ms, rows=len(rows))
+        meta["range"] = range_lines(analysis.time_range, cut)
+    meta.update(
+        aggregated=page.aggregated,
+        aggregate_above=aggregate_above,
+        bucket_ms=page.bucket_ms if page.aggregated else None,
+        rows=len(page.rows),
+    )
     return {
         "meta": meta,
         "columns": COLUMNS,
@@ -167,110 +167,34 @@ def build_report(
         "lane_group_columns": LANE_GROUP_COLUMNS,
         "lane_groups": [[g["source"], table.index(g["lineage"])] for g in lane_groups],
         "client_columns": CLIENT_COLUMNS,
-        "clients": [[table.index(c[k]) for k in CLIENT_COLUMNS] for c in _client_rows(calls, clients, redactor)],
-        "calls": rows,
+        "clients": [[table.index(c[k]) for k in CLIENT_COLUMNS] for c in _client_rows(page.clients(), redactor)],
+        "calls": page.rows,
         "aggregate_columns": AGGREGATE_COLUMNS,
         "aggregates": aggregates,
         # [row, then each SSE event's time in microseconds after the call's start]
-        "ticks": _ticks_by_row(calls, _ticks),
+        "ticks": page.ticks,
         # [row, then each stderr line's time (a stdio server's, written during the call), the same way]
-        "stderr_ticks": _ticks_by_row(calls, _stderr_ticks),
+        "stderr_ticks": page.stderr_ticks,
         "group_columns": GROUP_COLUMNS,
-        "groups": [_group(g, row_of, table) for g in analysis.retry_groups],
-        "details": details,
+        "groups": [_group(g.record(), page.row_of, table) for g in analysis.retry_groups],
+        "details": shown,
         "anatomy_columns": ANATOMY_COLUMNS,
-        "anatomy": _anatomies(calls, redactor, table),
+        "anatomy": page.anatomies(),
         "vocabulary": vocabulary_data(),
         "strings": table.strings,  # last: every index above is into it
     }
 
 
-def _span(calls: list[Call]) -> tuple[float, float]:
-    """The capture's span: the earliest call start and the latest call end (both 0.0 without calls)."""
-    origin = min((c.request.t for c in calls), default=0.0)
-    end = max((c.t_end or c.request.t for c in calls), default=origin)
-    return origin, end
-
-
-def _capture_files(sources: list[str], calls: list[Call]) -> dict[str, int]:
+def _capture_files(sources: list[str], seen: Iterable[str]) -> dict[str, int]:
     """Each capture file by its index in meta.captures: the arguments' files (a directory's, a glob's), in order,
     then any other a call came from."""
-    files = dict.fromkeys([*expand_captures(sources), *(c.exchange.source for c in calls)])
+    files = dict.fromkeys([*expand_captures(sources), *seen])
     return {f: n for n, f in enumerate(files)}
 
 
-def _top_errors(calls: list[Call], rows: list[list[Any]], table: StringTable) -> list[dict[str, Any]]:
-    """The TOP_ERRORS most frequent errors of the failed calls (review/top_errors.py: the reasons with the
-    figures that differ set aside), each with its count and first call; each failed call's row gets its
-    error's index (column ``error``)."""
-    verdict, error = COLUMNS.index("verdict"), COLUMNS.index("error")
-    strings = table.strings
-    failed = [(n, c) for n, c in enumerate(calls) if c.outcome is not None and c.outcome.is_failure]
-    errors = top_errors((c.call_id, str(c.outcome), str(strings[rows[n][verdict]])) for n, c in failed)[:TOP_ERRORS]
-    index = {call_id: k for k, e in enumerate(errors) for call_id in e.calls}
-    for n, call in failed:
-        rows[n][error] = index.get(call.call_id)
-    return [{"outcome": e.outcome, "error": e.error, "count": e.count, "first": e.first} for e in errors]
-
-
-def _lane_indices(calls: list[Call]) -> dict[str, int]:
-    """Each lane's index, in the order the lanes start."""
-    lanes: dict[str, int] = {_lane_key(call): 0 for call in calls}
-    for n, lane in enumerate(lanes):
-        lanes[lane] = n
-    return lanes
-
-
-def _split_quiet_calls(analysis: Analysis, aggregate_above: int) -> tuple[list[Call], list[Call]]:
-    """The calls that get a row each, and the uneventful ones folded into ``aggregates`` instead: none unless
-    there are more than ``aggregate_above`` calls."""
-    every = analysis.call_objects
-    if len(every) <= aggregate_above:
-        return every, []
-    duplicate_calls = ran_more_than_once(analysis)
-    return [c for c in every if eventful(c, duplicate_calls)], [c for c in every if not eventful(c, duplicate_calls)]
-
-
-def _rows(
-    calls: list[Call],
-    origin: float,
-    lanes: dict[str, int],
-    clients: dict[str, int],
-    files: dict[str, int],
-    groups: list[RetryGroup],
-    table: StringTable,
-    redactor: Redactor,
-) -> list[list[Any]]:
-    """A row per call (``_row``), each t0 the step from the previous row's."""
-    group_index = {g.group_id: n for n, g in enumerate(groups)}
-    rows, previous = [], 0
-    for call in calls:
-        row = _row(call, origin, lanes, clients, files, group_index, table, redactor)
-        row[8], previous = row[8] - previous, row[8]  # t0 as the step from the previous row
-        rows.append(row)
-    return rows
-
-
-def _ticks_by_row(calls: list[Call], ticks_of: Callable[[Call], list[int]]) -> list[list[int]]:
-    """[row, then each of its ticks] for every call that has any."""
-    return [[n, *ticks] for n, c in enumerate(calls) if (ticks := ticks_of(c))]
-
-
-def _group(group: RetryGroup, row_of: dict[str, int], table: StringTable) -> list[Any]:
-    """A retry chain's record (``RetryGroup.record``) in GROUP_COLUMNS. Every attempt of a chain is eventful,
-    so each has a row; with --since/--until, the attempts outside the range have none and are not drawn."""
-    record = group.record()
-    return [
-        record["retry_group"], table.index(record["origin"]), table.index(record["confidence"]),
-        [row_of[m] for m in record["members"] if m in row_of], int(record["failure_retry"]), _us(record["total_ms"]),
-        table.index(record["final_outcome"]), table.index(record["safety"]), int(record["may_have_run_twice"]),
-        [table.index(line) for line in record["evidence"]],
-    ]  # fmt: skip
-
-
-def eventful(call: Call, duplicate_calls: set[str]) -> bool:
-    """A call that gets a row of its own (``noteworthy``); the others may be aggregated in a huge capture."""
-    return noteworthy(call.outcome, call.flags, call.retry_group, call.call_id in duplicate_calls)
+def ran_more_than_once(analysis: Analysis | CallStream) -> set[str]:
+    """The ids of every attempt of a write that ran more than once, the first one too."""
+    return {attempt.call_id for entry in analysis.ran_more_than_once for attempt in entry.attempts}
 
 
 def bucket_width(span_ms: float) -> float:
@@ -281,49 +205,40 @@ def bucket_width(span_ms: float) -> float:
     return BUCKET_STEPS_MS[-1]
 
 
-def _aggregates(
-    quiet: list[Call], origin: float, lanes: dict[str, int], end: float, table: StringTable
-) -> tuple[list[list[Any]], float | None]:
-    """The uneventful calls folded per lane and time bucket: one record each (``AGGREGATE_COLUMNS``), by start.
+class _Bucket:
+    """The uneventful calls of one lane in one time bucket, summed as they pass: the drawn extent (its first
+    call's start to its last call's end), the count, the outcomes, methods and tools counted, the durations."""
 
-    Outcomes, methods and tools are counted as flat lists: a string's index, its count, the next ... (most
-    common first).
+    def __init__(self) -> None:
+        self.t0 = math.inf
+        self.t1 = -math.inf
+        self.outcomes: Counter[str] = Counter()
+        self.methods: Counter[str] = Counter()
+        self.tools: Counter[str] = Counter()
+        self.durations = array("d")  # milliseconds
 
-    Durations are summarised by their minimum, median, 95th percentile (nearest rank) and maximum; the bucket's
-    drawn extent runs from its first call's start to its last call's end.
-    """
-    if not quiet:
-        return [], None
-    width = bucket_width((end - origin) * 1000)
-    buckets: dict[tuple[int, int], list[Call]] = {}
-    for call in quiet:
-        start = (call.request.t - origin) * 1000
-        buckets.setdefault((lanes[_lane_key(call)], int(start // width)), []).append(call)
-    records = [_aggregate(lane, members, origin, table) for (lane, _), members in buckets.items()]
-    records.sort(key=lambda r: (r[1], r[0]))
-    return records, width
+    def add(self, kept: Kept, origin: float) -> None:
+        start = (kept.start - origin) * 1000
+        duration = max(0.0, kept.end - kept.start) * 1000
+        self.t0 = min(self.t0, start)
+        self.t1 = max(self.t1, start + duration)
+        self.outcomes[str(kept.outcome)] += 1
+        self.methods[kept.method or "(response)"] += 1
+        if kept.tool:
+            self.tools[kept.tool] += 1
+        self.durations.append(duration)
 
-
-def _aggregate(lane: int, members: list[Call], origin: float, table: StringTable) -> list[Any]:
-    """One bucket's record (``AGGREGATE_COLUMNS``): its lane, drawn extent, count, counted outcomes, methods and
-    tools, and its durations' minimum, median, 95th percentile and maximum."""
-    spans = [((c.request.t - origin) * 1000, max(0.0, (c.t_end or c.request.t) - c.request.t) * 1000)
-             for c in members]  # fmt: skip
-    durations = sorted(d for _, d in spans)
-    return [
-        lane, round(min(s for s, _ in spans), 3), round(max(s + d for s, d in spans), 3), len(members),
-        *_bucket_counts(members, table),
-        round(durations[0], 3), _nearest_rank(durations, 0.5), _nearest_rank(durations, 0.95), round(durations[-1], 3),
-    ]  # fmt: skip
-
-
-def _bucket_counts(members: list[Call], table: StringTable) -> list[list[int]]:
-    """A bucket's outcomes, methods and tools, each counted as ``_counted`` lists them."""
-    return [
-        _counted(Counter(str(c.outcome) for c in members), table),
-        _counted(Counter(c.method or "(response)" for c in members), table),
-        _counted(Counter(c.tool for c in members if c.tool), table),
-    ]
+    def record(self, lane: int, table: StringTable) -> list[Any]:
+        """The bucket in AGGREGATE_COLUMNS: outcomes, methods and tools as flat lists (a string's index, its
+        count, the next ..., most common first); durations by minimum, median, 95th percentile (nearest rank)
+        and maximum."""
+        durations = sorted(self.durations)
+        return [
+            lane, round(self.t0, 3), round(self.t1, 3), len(durations),
+            _counted(self.outcomes, table), _counted(self.methods, table), _counted(self.tools, table),
+            round(durations[0], 3), _nearest_rank(durations, 0.5), _nearest_rank(durations, 0.95),
+            round(durations[-1], 3),
+        ]  # fmt: skip
 
 
 def _nearest_rank(durations: list[float], q: float) -> float:
@@ -335,11 +250,156 @@ def _counted(counter: Counter[str], table: StringTable) -> list[int]:
     return [n for name, count in counter.most_common() for n in (table.index(name), count)]
 
 
-def _lane_key(call: Call) -> str:
-    scope = call.scope
-    if scope.startswith("exchange:"):  # stateless: one lane per client connection
-        return f"connection:{call.exchange.client_conn or scope}"
-    return scope
+class _Pass:
+    """One pass over the kept calls, in the order they were final: a row for each call that gets one (every
+    call up to ``aggregate_above``, else the eventful ones), the others summed into buckets; what the rows
+    refer to (lanes, clients, retry groups) numbered as they first appear, and what later parts of the page
+    need of the rows (errors, ticks, anatomies, the calls worth opening) set aside."""
+
+    def __init__(
+        self,
+        kept: KeptCalls,
+        files: dict[str, int],
+        origin: float,
+        table: StringTable,
+        ran: set[str],
+        group_index: dict[str, int],
+    ) -> None:
+        self.kept, self.files, self.origin, self.table = kept, files, origin, table
+        self.ran = ran  # the ids of the attempts of writes that ran more than once: eventful
+        self.group_index = group_index  # a retry chain's id -> its index in ``groups``
+        self.rows: list[list[Any]] = []
+        self.row_of: dict[str, int] = {}
+        self.lane_index: dict[str, int] = {}  # every call's lane, in the order lanes start
+        self.lane_first: list[tuple[int, int | None]] = []  # each lane's first call: its file, its identity
+        self.client_index: dict[str, int] = {}  # a row's client unit -> index into the page's client table
+        self.client_identity: dict[str, int] = {}  # a unit -> the identity its last row named
+        self.failed: list[tuple[int, str, str, str]] = []  # (row, call id, outcome, verdict)
+        self.ticks: list[list[int]] = []
+        self.stderr_ticks: list[list[int]] = []
+        self._anatomies: list[tuple[int, Any]] = []
+        self._opening: list[tuple[int, int, Kept]] = []  # a heap of the DETAIL_LIMIT calls worth opening
+        self._buckets: dict[tuple[int, int], _Bucket] = {}
+        self.aggregated = 0
+        self.bucket_ms = 0.0
+
+    def read(self, aggregate_above: int, bucket_ms: float) -> None:
+        aggregate = len(self.kept) > aggregate_above
+        self.bucket_ms = bucket_ms
+        previous = 0
+        for kept in self.kept:
+            lane = self._lane(kept)
+            eventful = kept.eventful(self.ran)
+            if aggregate and not eventful:
+                self.aggregated += 1
+                start = (kept.start - self.origin) * 1000
+                self._buckets.setdefault((lane, int(start // bucket_ms)), _Bucket()).add(kept, self.origin)
+                continue
+            row = self._row(kept, lane)
+            row[8], previous = row[8] - previous, row[8]  # t0 as the step from the previous row
+            self._keep_for_later(kept, len(self.rows), eventful)
+            self.rows.append(row)
+
+    def _lane(self, kept: Kept) -> int:
+        found = self.lane_index.get(kept.lane)
+        if found is None:
+            found = self.lane_index[kept.lane] = len(self.lane_index)
+            self.lane_first.append((self.files.get(kept.source, 0), kept.client))
+        return found
+
+    def _row(self, kept: Kept, lane: int) -> list[Any]:
+        """The call in COLUMNS, its t0 still after the first call (``read`` makes it a step)."""
+        client = None
+        if kept.client is not None:
+            unit = self.kept.identities[kept.client].unit
+            client = self.client_index.setdefault(unit, len(self.client_index))
+            self.client_identity[unit] = kept.client
+        s = self.table.index
+        return [
+            kept.call_id, lane, s(kept.method), s(kept.tool), kept.rpc_id, s(kept.outcome), kept.status,
+            s(kept.flags), round((kept.start - self.origin) * 1e6), round(max(0.0, kept.end - kept.start) * 1e6),
+            self.group_index.get(kept.retry_group) if kept.retry_group else None, s(kept.origin),
+            s(kept.confidence), self.files.get(kept.source, 0), s(kept.verdict), kept.error_code, client,
+            s(kept.carrier), None,
+        ]  # fmt: skip
+
+    def _keep_for_later(self, kept: Kept, n: int, eventful: bool) -> None:
+        """What the parts after the rows need of row ``n``."""
+        self.row_of[kept.call_id] = n
+        if kept.failed:
+            self.failed.append((n, kept.call_id, str(kept.outcome), kept.verdict))
+        if kept.ticks:
+            self.ticks.append([n, *kept.ticks])
+        if kept.stderr_ticks:
+            self.stderr_ticks.append([n, *kept.stderr_ticks])
+        if kept.anatomy is not None:
+            self._anatomies.append((n, kept.anatomy))
+        # The calls whose bytes the page carries: every eventful call first, then the rest, each by number.
+        rank = (-int(not eventful), -kept.number, kept)
+        if len(self._opening) < DETAIL_LIMIT:
+            heapq.heappush(self._opening, rank)
+        elif rank[:2] > self._opening[0][:2]:
+            heapq.heapreplace(self._opening, rank)
+
+    def worth_opening(self) -> list[Kept]:
+        return [kept for _, _, kept in sorted(self._opening, key=lambda r: (-r[0], -r[1]))]
+
+    def top_errors(self) -> list[dict[str, Any]]:
+        """The TOP_ERRORS most frequent errors of the failed calls (review/top_errors.py: the reasons with the
+        figures that differ set aside), each with its count and first call; each failed call's row gets its
+        error's index (column ``error``)."""
+        errors = top_errors((call_id, outcome, verdict) for _, call_id, outcome, verdict in self.failed)
+        errors = errors[:TOP_ERRORS]
+        index = {call_id: k for k, e in enumerate(errors) for call_id in e.calls}
+        column = COLUMNS.index("error")
+        for n, call_id, _, _ in self.failed:
+            self.rows[n][column] = index.get(call_id)
+        return [{"outcome": e.outcome, "error": e.error, "count": e.count, "first": e.first} for e in errors]
+
+    def aggregates(self) -> list[list[Any]]:
+        """The buckets' records (``_Bucket.record``), by start, then lane."""
+        records = [bucket.record(lane, self.table) for (lane, _), bucket in self._buckets.items()]
+        records.sort(key=lambda r: (r[1], r[0]))
+        return records
+
+    def lanes(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """The lanes in index order, each in a group: the capture its first call came from and that call's client
+        lineage (calls without a client identity are a group of their own in their capture)."""
+        groups: dict[tuple[int, str | None], int] = {}
+        records = []
+        for lane, (source, identity_index) in zip(self.lane_index, self.lane_first, strict=True):
+            identity = self.kept.identities[identity_index] if identity_index is not None else None
+            lineage = identity.lineage if identity is not None else None
+            group = groups.setdefault((source, lineage), len(groups))
+            address = identity.address if identity is not None else None
+            records.append({"id": lane, "label": _lane_label(lane, address), "group": group})
+        return records, [{"source": source, "lineage": lineage} for source, lineage in groups]
+
+    def clients(self) -> list[ClientRecord]:
+        """One record per client unit of the rows, in the order of their indices (the rows refer to them)."""
+        identities = self.kept.identities
+        return [identities[self.client_identity[unit]].record() for unit in self.client_index]
+
+    def anatomies(self) -> list[list[Any]]:
+        """The timeout anatomy of every row's call that got no answer, in ANATOMY_COLUMNS. The sentences recur
+        (the same few endings after the same few waits): the table holds each once."""
+        s = self.table.index
+        return [
+            [n, a.reached_server_us, a.progress, a.other_notifications, a.last_us, s(a.ended_by), a.waited_us,
+             s(a.detail), s(a.sentence)]
+            for n, a in self._anatomies
+        ]  # fmt: skip
+
+
+def _group(record: Any, row_of: dict[str, int], table: StringTable) -> list[Any]:
+    """A retry chain's record (``RetryGroup.record``) in GROUP_COLUMNS. Every attempt of a chain is eventful,
+    so each has a row; with --since/--until, the attempts outside the range have none and are not drawn."""
+    return [
+        record["retry_group"], table.index(record["origin"]), table.index(record["confidence"]),
+        [row_of[m] for m in record["members"] if m in row_of], int(record["failure_retry"]),
+        microseconds(record["total_ms"]), table.index(record["final_outcome"]), table.index(record["safety"]),
+        int(record["may_have_run_twice"]), [table.index(line) for line in record["evidence"]],
+    ]  # fmt: skip
 
 
 def _lane_label(lane: str, address: str | None) -> str:
@@ -352,263 +412,31 @@ def _lane_label(lane: str, address: str | None) -> str:
     return f"{LANE_KINDS.get(kind, kind)} {name[:8]}"
 
 
-def _lanes(
-    calls: list[Call], lanes: dict[str, int], files: dict[str, int]
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The lanes in index order, each in a group: the capture its first call came from and that call's client
-    lineage (calls without a client identity are a group of their own in their capture)."""
-    first: dict[str, Call] = {}
-    for call in calls:
-        first.setdefault(_lane_key(call), call)
-    groups: dict[tuple[int, str | None], int] = {}
-    records = []
-    for lane in lanes:
-        call = first[lane]
-        source = files.get(call.exchange.source, 0)
-        lineage = call.client.lineage if call.client is not None else None
-        group = groups.setdefault((source, lineage), len(groups))
-        address = call.client.address if call.client is not None else None
-        records.append({"id": lane, "label": _lane_label(lane, address), "group": group})
-    return records, [{"source": source, "lineage": lineage} for source, lineage in groups]
-
-
-def _anatomies(calls: list[Call], redactor: Redactor, table: StringTable) -> list[list[Any]]:
-    """The timeout anatomy of every call that got no answer (analyzer/calls/anatomy.py), with its sentence, in
-    ANATOMY_COLUMNS. The sentences recur (the same few endings after the same few waits): the table holds each
-    once."""
-    out = []
-    for n, call in enumerate(calls):
-        anatomy = ending(call)
-        if anatomy is None:
-            continue
-        # The detail quotes the proxy's or the stream's own words, and the sentence quotes the detail.
-        sentence = redactor.text(describe(anatomy, call.exchange.transport))
-        detail = redactor.text(anatomy["detail"]) if anatomy["detail"] else anatomy["detail"]
-        sent = anatomy["server_sent"]
-        out.append([
-            n, _us(anatomy["reached_server_ms"]), sent["progress"], sent["other_notifications"], _us(sent["last_ms"]),
-            table.index(anatomy["ended_by"]), _us(anatomy["waited_ms"]), table.index(detail), table.index(sentence),
-        ])  # fmt: skip
-    return out
-
-
-def _row(
-    call: Call,
-    origin: float,
-    lanes: dict[str, int],
-    clients: dict[str, int],
-    files: dict[str, int],
-    group_index: dict[str, int],
-    table: StringTable,
-    redactor: Redactor,
-) -> list[Any]:
-    """The call in COLUMNS, its t0 still after the first call (``_rows`` makes it a step)."""
-    exchange = call.exchange
-    client = clients.setdefault(call.client.unit, len(clients)) if call.client is not None else None
-    end = call.t_end or call.request.t
-    lane = lanes.setdefault(_lane_key(call), len(lanes))
-    s = table.index
-    return [
-        call.call_id, lane, s(call.method), s(call.tool), call.request.id, s(call.outcome), exchange.status,
-        s(" ".join(call.flags)), round((call.request.t - origin) * 1e6), round(max(0.0, end - call.request.t) * 1e6),
-        group_index.get(call.retry_group) if call.retry_group else None, s(call.retry_origin),
-        s(call.retry_confidence), files.get(exchange.source, 0),
-        s(redactor.text(reason(call, ending(call)))), call.error_code, client, s(exchange.transport), None,
-    ]  # fmt: skip
-
-
-def _client_rows(calls: list[Call], clients: dict[str, int], redactor: Redactor) -> list[dict[str, Any]]:
-    """``_clients`` as plain mappings, for the page's columns: the process as one text."""
+def _client_rows(records: list[ClientRecord], redactor: Redactor) -> list[dict[str, Any]]:
+    """The clients' records as plain mappings, for the page's columns: the process as one text; a User-Agent
+    or clientInfo is the client's own text, redacted like the export's."""
     return [
         {**record, "process": f"pid {p['pid']} ({p['name']})" if (p := record["process"]) else None}
-        for record in _clients(calls, clients, redactor)
+        for record in (redactor.client(record) for record in records)
     ]
 
 
-def _clients(calls: list[Call], clients: dict[str, int], redactor: Redactor) -> list[ClientRecord]:
-    """One record per client unit, in the order of ``clients``' indices (the rows refer to them)."""
-    by_unit = {call.client.unit: call.client for call in calls if call.client is not None}
-    records = [by_unit[unit].record() for unit in clients]
-    # A User-Agent or clientInfo is the client's own text: redacted like the export's.
-    return [redactor.client(record) for record in records]
-
-
-def _stderr_ticks(call: Call) -> list[int]:
-    return [round((line.t - call.request.t) * 1e6) for line in call.stderr[:TICK_LIMIT]]
-
-
-def _ticks(call: Call) -> list[int]:
-    stream = [m.t for m in (*call.notifications, *call.responses) if m.exchange.is_event_stream]
-    return [round((t - call.request.t) * 1e6) for t in sorted(stream)[:TICK_LIMIT]]
-
-
-def _worth_opening(calls: list[Call], duplicate_calls: set[str]) -> dict[str, Call]:
-    """The calls whose bytes the page carries: every eventful call first, then the rest."""
-    ranked = sorted(calls, key=lambda c: (not eventful(c, duplicate_calls), c.number))
-    return {c.call_id: c for c in ranked[:DETAIL_LIMIT]}
-
-
-def ran_more_than_once(analysis: Analysis) -> set[str]:
-    """The ids of every attempt of a write that ran more than once, the first one too."""
-    return {attempt.call_id for entry in analysis.ran_more_than_once for attempt in entry.attempts}
-
-
-def _details(paths: list[str], chosen: dict[str, Call], origin: float, redactor: Redactor) -> dict[str, Any]:
-    """The details of the ``chosen`` calls, by call id: evidence, exchanges (with their bytes) and stderr lines."""
-    exchanges = _exchange_details(paths, chosen, origin, redactor)
-    return {call_id: _call_detail(call, exchanges, origin, redactor) for call_id, call in chosen.items()}
-
-
-def _call_detail(call: Call, exchanges: dict[str, dict[str, Any]], origin: float, redactor: Redactor) -> dict[str, Any]:
-    """One call's details: ``exchanges`` holds its exchanges' (by flow id)."""
-    return {
-        "evidence": [redactor.text(e) for e in call.evidence],
-        "exchanges": [exchanges[e.flow_id] for e in call.exchanges if e.flow_id in exchanges],
-        # A stdio server's stderr lines written during the call: its own text, untrusted like any other.
-        "stderr": [
-            {"t": round((line.t - origin) * 1000, 3), "text": redactor.text(line.text)}
-            for line in call.stderr[:STDERR_SHOWN]
-        ],
-    }
-
-
-def _exchange_details(
-    paths: list[str], chosen: dict[str, Call], origin: float, redactor: Redactor
-) -> dict[str, dict[str, Any]]:
-    """The detail of each exchange of the ``chosen`` calls, by flow id."""
-    wanted = {e.flow_id for call in chosen.values() for e in call.exchanges}
-    # A second pass over the files for the chosen flows only: the analysis kept no bodies.
-    stdio = [path for path in expand_captures(paths) if is_stdio_capture(path)]
-    flows = [path for path in paths if path not in stdio]
-    exchanges = _http_details(flows, wanted, origin, redactor)
-    # The stdio captures are read a second time only if a chosen call is a stdio one.
-    if _any_stdio(chosen.values()):
-        exchanges.update(_stdio_details(stdio, wanted, origin, redactor))
-    return exchanges
-
-
-def _any_stdio(calls: Iterable[Call]) -> bool:
-    """Whether a call went over stdio (its exchange is a stdio line, or it has stderr lines)."""
-    return any(call.stderr or call.exchange.stdio is not None for call in calls)
-
-
-def _http_details(paths: list[str], wanted: set[str], origin: float, redactor: Redactor) -> dict[str, dict[str, Any]]:
-    """The detail of each ``wanted`` exchange of the captures ``paths`` (all but stdio ones), by flow id."""
-    return {
-        exchange.flow_id: _exchange_detail(exchange, origin, redactor)
-        for exchange in read_exchanges(paths, LoadReport(), keep_all=True)
-        if exchange.flow_id in wanted
-    }
-
-
-def _stdio_details(paths: list[str], wanted: set[str], origin: float, redactor: Redactor) -> dict[str, dict[str, Any]]:
-    """The detail of each ``wanted`` line of the stdio captures ``paths``, by flow id."""
-    return {
-        exchange.flow_id: _stdio_detail(exchange, origin, redactor)
-        for path in paths
-        for exchange in stdio_exchanges(path)
-        if exchange.flow_id in wanted
-    }
-
-
-def _stdio_detail(exchange: Exchange, origin: float, redactor: Redactor) -> dict[str, Any]:
-    """A line of a stdio capture, in the shape of an exchange's detail: the line is the "request" body whichever
-    way it went, and ``stdio`` says which (the page draws it as a line, not as an HTTP request)."""
-    facts = (exchange.stream or {}).get("stdio_line") or {}
-    body = exchange.request_body if exchange.request_body is not None else exchange.response_body
-    command = exchange.stdio.command_text if exchange.stdio is not None else exchange.path
-    return {
-        "flow": exchange.flow_id,
-        "t": round((exchange.t_request - origin) * 1000, 3),
-        "request": {
-            "line": f"{exchange.method} {redactor.text(command)}",
-            "headers": {},
-            "body": _shown(redactor.text((body or b"").decode("utf-8", "replace"))),
-        },
-        "response": None,
-        "error": exchange.error,
-        "stream": {"ended": None, "error": None, "bytes": facts.get("bytes"), "dropped_bytes": None},
-        "stdio": {
-            "stream": facts.get("stream"),
-            "bytes": facts.get("bytes"),
-            "truncated": facts.get("truncated", False),
-            "not_utf8": facts.get("not_utf8", False),
-        },
-    }
-
-
-def _exchange_detail(exchange: Exchange, origin: float, redactor: Redactor) -> dict[str, Any]:
-    """An HTTP exchange as the page's detail shows it: the request (line, headers, body), the response if one
-    came (an event stream's body as its events), the error, how the stream ended; each through ``redactor``."""
-    request_text, _ = decode_body(exchange.request_body, exchange.request_headers)
-    response_text, problem = decode_body(exchange.response_body, exchange.response_headers)
-    detail: dict[str, Any] = {
-        "flow": exchange.flow_id,
-        "t": round((exchange.t_request - origin) * 1000, 3),
-        "request": {
-            "line": f"{exchange.method} {redactor.url(exchange.url)}",
-            "headers": redactor.headers(exchange.request_headers),
-            "body": _shown(redactor.text(request_text or "")),
-        },
-        "response": None,
-        "error": exchange.error,
-        "stream": _stream_end(exchange),
-    }
-    if exchange.status is not None:
-        detail["response"] = _response(exchange, response_text or problem, redactor)
-        if exchange.is_event_stream:
-            detail["events"] = _events(exchange, response_text or "", origin, redactor)
-    return detail
-
-
-def _stream_end(exchange: Exchange) -> dict[str, Any]:
-    """How the response's stream ended, its error, its bytes and the bytes dropped (None where unknown)."""
-    return {k: (exchange.stream or {}).get(k) for k in ("ended", "error", "bytes", "dropped_bytes")}
-
-
-def _response(exchange: Exchange, text: str | None, redactor: Redactor) -> dict[str, Any]:
-    """The response's status, headers and body (``text``: the decoded body, or why it could not be decoded);
-    an event stream's body is none here: its events are shown instead."""
-    return {
-        "status": exchange.status,
-        "headers": redactor.headers(exchange.response_headers),
-        "body": None if exchange.is_event_stream else _shown(redactor.text(text or "")),
-    }
-
-
-def _events(exchange: Exchange, text: str, origin: float, redactor: Redactor) -> list[dict[str, Any]]:
-    events, _ = split_sse(text.encode("utf-8"))
-    times = (exchange.stream or {}).get("event_times") or []
-    out = []
-    for n, event in enumerate(events[:500]):
-        t = times[n] if n < len(times) and times[n] is not None else exchange.t_end
-        out.append({
-            "t": round((t - origin) * 1000, 3) if t else None,
-            "id": event.id,
-            "event": event.event,
-            "data": _shown(redactor.text(event.data)),
-        })  # fmt: skip
-    return out
-
-
-def _shown(text: str) -> str:
-    """Pretty JSON where the text is JSON; cut to BODY_LIMIT characters."""
-    with contextlib.suppress(ValueError, RecursionError):  # RecursionError: nested too deeply to indent
-        text = json.dumps(json.loads(text), indent=2, ensure_ascii=False)
-    return text if len(text) <= BODY_LIMIT else text[:BODY_LIMIT] + f"\n… {len(text) - BODY_LIMIT} more characters"
-
-
-def _meta(analysis: Analysis, paths: list[str], origin: float, redactor: Redactor) -> dict[str, Any]:
+def _meta(
+    analysis: Analysis | CallStream, kept: KeptCalls, paths: list[str], origin: float, redactor: Redactor
+) -> dict[str, Any]:
     """The page's header: the captures, their span and who took part, the counts of the verdicts, what was
     read and how, and the retries and repeated executions; the keys in the order the page's JSON has them."""
-    facts = captured_facts(analysis, paths)
+    facts = kept.captured.facts(paths, analysis.facts)
     return {
         "generated": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
         "captures": paths,
         "start": origin,
         "end": facts["end"] if facts["end"] is not None else origin,
         **{key: facts[key] for key in ("clients", "user_agents", "servers", "versions")},
-        **_verdict_counts(analysis.call_objects),
+        "outcomes": dict(kept.outcomes.most_common()),
+        "layers": dict(kept.layers.most_common()),
+        "flags": dict(kept.flags.most_common()),
+        "calls": len(kept),
         "flows_read": analysis.flows_read,
         "skipped": len(analysis.skipped),
         "read_problems": [f"{capture_name(p['source'])}: {p['reason']}" for p in analysis.read_problems],
@@ -628,16 +456,6 @@ def _meta(analysis: Analysis, paths: list[str], origin: float, redactor: Redacto
     }
 
 
-def _verdict_counts(calls: list[Call]) -> dict[str, Any]:
-    """How many calls have each outcome, layer and flag (most common first), and how many calls in all."""
-    return {
-        "outcomes": dict(Counter(c.outcome for c in calls).most_common()),
-        "layers": dict(Counter(c.layer for c in calls).most_common()),
-        "flags": dict(Counter(f for c in calls for f in c.flags).most_common()),
-        "calls": len(calls),
-    }
-
-
 def _stream_event_lines(events: list[dict[str, Any]], redactor: Redactor) -> list[str]:
     """``GET /mcp (HTTP 405): what`` for each stream event, through ``redactor``."""
     return [
@@ -650,7 +468,7 @@ def _stream_event_lines(events: list[dict[str, Any]], redactor: Redactor) -> lis
     ]
 
 
-def _repetition_counts(analysis: Analysis) -> dict[str, Any]:
+def _repetition_counts(analysis: Analysis | CallStream) -> dict[str, Any]:
     """The retry groups, and the one answer to "did it run twice?": the writes that ran more than once
     (the first RAN_TWICE_SHOWN of them, whole), their count by certainty, and each of their attempts' call
     with its certainty (the card's filter and the calls' pills; the list is cut, this is not)."""
@@ -670,7 +488,39 @@ def script_json(value: Any) -> str:
 
     Lone surrogates (a JSON "\\ud800" a server sent) stay escapes: the page must be written as UTF-8.
     """
-    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+    return "".join(script_json_pieces(value))
+
+
+def script_json_pieces(value: Any) -> Iterator[str]:
+    """``script_json`` in pieces: a mapping's entries and a long list's items a chunk at a time, so that a
+    page of tens of MB is written without being held whole (and copied by each escape) first. Joined, the
+    pieces are the JSON of the whole: with no spaces in the separators, a container's JSON is its members'
+    joined by commas."""
+    for piece in _json_pieces(value, top=True):
+        yield _script_safe(piece)
+
+
+def _json_pieces(value: Any, *, top: bool = False) -> Iterator[str]:
+    if isinstance(value, dict) and (top or len(value) > JSON_CHUNK):
+        yield "{"
+        for n, (key, member) in enumerate(value.items()):
+            yield ("," if n else "") + _json({key: 0})[1:-2]  # the key as JSON writes it (None as "null")
+            yield from _json_pieces(member)
+        yield "}"
+    elif isinstance(value, list) and len(value) > JSON_CHUNK:
+        yield "["
+        for start in range(0, len(value), JSON_CHUNK):
+            yield ("," if start else "") + _json(value[start : start + JSON_CHUNK])[1:-1]
+        yield "]"
+    else:
+        yield _json(value)
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+def _script_safe(text: str) -> str:
     text = (
         text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
         .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
@@ -679,20 +529,30 @@ def script_json(value: Any) -> str:
 
 
 def render_report(data: dict[str, Any]) -> str:
+    """The page as one text (``write_page`` writes it in pieces)."""
+    page = io.StringIO()
+    write_page(data, page)
+    return page.getvalue()
+
+
+def write_page(data: dict[str, Any], out: IO[str]) -> None:
+    """The page into ``out``: the template rendered around a placeholder for the data, which is then written
+    in pieces (``script_json_pieces``) where the placeholder stood."""
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("mcp_blackbox.templates", ""),
         autoescape=True,
         undefined=jinja2.StrictUndefined,
     )
-    env.filters["script_json"] = script_json
     loader = env.loader
     assert loader is not None
     # Line ends as a browser hashes them: a CRLF checkout must not break the policy's hashes.
     style = (loader.get_source(env, "report.css")[0] + outcome_classes()).replace("\r\n", "\n")
     script = loader.get_source(env, "report.js")[0].replace("\r\n", "\n")
     vocabulary = data["vocabulary"]
-    return env.get_template("report.html.j2").render(
-        data=data,
+    # Unguessable, so that no captured text in the header can stand for it.
+    placeholder = f"report-data-{uuid.uuid4().hex}"
+    html = env.get_template("report.html.j2").render(
+        data_placeholder=placeholder,
         meta=data["meta"],
         vocabulary=vocabulary,
         failures={o["name"] for o in vocabulary["outcomes"] if o["failure"]},
@@ -702,6 +562,11 @@ def render_report(data: dict[str, Any]) -> str:
         script=script,
         csp=content_security_policy(style, script),
     )
+    head, tail = html.split(placeholder)
+    out.write(head)
+    for piece in script_json_pieces(data):
+        out.write(piece)
+    out.write(tail)
 
 
 def outcome_classes() -> str:
@@ -727,10 +592,11 @@ def write_report(
     output: str | Path,
     *,
     redact: bool = True,
-    analysis: Analysis | None = None,
+    analysis: Analysis | CallStream | None = None,
     aggregate_above: int = AGGREGATE_ABOVE,
 ) -> dict[str, Any]:
     data = build_report(paths, redact=redact, analysis=analysis, aggregate_above=aggregate_above)
     # What can still hold a lone surrogate (a clientInfo name in the header) is written as an escape.
-    Path(output).write_text(render_report(data), encoding="utf-8", errors="backslashreplace")
+    with open(output, "w", encoding="utf-8", errors="backslashreplace") as out:
+        write_page(data, out)
     return data

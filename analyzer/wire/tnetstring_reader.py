@@ -38,6 +38,7 @@ FLOW_FIELDS: dict[str, Want] = {
     "timestamp_created": True,
     "websocket": True,
 }
+FLOW_ID: dict[str, Want] = {"id": True}  # a record's id alone: which flow it is
 MAX_PREFIX = 12  # digits in a length prefix, as mitmproxy allows
 READ_PIECE = 1 << 24  # a corrupt length prefix may claim up to a terabyte: read toward it in pieces this large
 

@@ -19,7 +19,8 @@ A benchmark, not a test: it prints numbers and PASS/MISS lines and exits 0 eithe
    - ``export``: ``export.write_json`` of a ``CallStream`` over DIR (the default window) into /dev/null:
      what ``mcp-blackbox export DIR -o /dev/null`` does, each call written once final;
    - ``check``: ``review.check.judge`` over the same stream: what ``mcp-blackbox check DIR`` does;
-   - ``report``: ``write_report([DIR], out.html)``;
+   - ``report``: ``write_report`` of a ``CallStream`` over DIR (the default window): what
+     ``mcp-blackbox report DIR`` does, each call kept once final and the page built from what it shows;
    then the longer report's size and its time to interactive in headless Chromium (median of 3 loads,
    ``report_timing.py``, shared with bench_report.py). Printed per length: each phase's time, its ratio to
    FlowReader's and its peak RSS; then each phase's growth from N/2 to N (time and RSS), so that a
@@ -179,10 +180,11 @@ def phase_analyze(directory: Path, _: Path | None) -> dict[str, Any]:
 def phase_report(directory: Path, out: Path | None) -> dict[str, Any]:
     assert out is not None
     began = time.perf_counter()
+    from mcp_blackbox.analyzer.outputs.analysis import DEFAULT_WINDOW, CallStream
     from mcp_blackbox.analyzer.review.report import write_report
 
     imported = time.perf_counter()
-    data = write_report([directory], out)
+    data = write_report([directory], out, analysis=CallStream([directory], window=DEFAULT_WINDOW))
     done = time.perf_counter()
     meta = data["meta"]
     return {

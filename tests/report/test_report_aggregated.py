@@ -10,9 +10,10 @@ from typing import Any
 
 import pytest
 
+from mcp_blackbox.analyzer.model.noteworthy import noteworthy
 from mcp_blackbox.analyzer.model.vocabulary import is_failure
 from mcp_blackbox.analyzer.outputs.analysis import analyze
-from mcp_blackbox.analyzer.review.report import eventful, write_report
+from mcp_blackbox.analyzer.review.report import write_report
 from tests.benchmarks import synthetic_capture
 from tests.report.layout import anatomies, column
 from tests.support.browser import inspect_report
@@ -36,6 +37,10 @@ def huge(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]
     path = folder / "report.html"
     data = write_report([capture], path, analysis=analysis, aggregate_above=THRESHOLD)
     return path, data, analysis
+
+
+def eventful(call: Any, duplicates: set[str]) -> bool:
+    return noteworthy(call.outcome, call.flags, call.retry_group, call.call_id in duplicates)
 
 
 def values(seen: dict[str, Any]) -> list[Any]:

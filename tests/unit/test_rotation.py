@@ -106,13 +106,15 @@ def test_retention_keeps_the_newest_n_files(tmp_path: Path) -> None:
 def test_retention_by_budget_deletes_oldest_first_and_never_other_files(tmp_path: Path) -> None:
     (tmp_path / "notes.txt").write_text("not a capture")
     (tmp_path / "capture.flows").write_bytes(b"")
-    one = len(record(call_flow(0)))
-    files = FlowFiles(str(tmp_path), directory=True, rotate_size=1, keep=Retention(budget=3 * one + 10))
+    # Records differ by a few bytes (their timestamps' digits): the budget fits exactly the last three.
+    records = [record(call_flow(n)) for n in range(8)]
+    budget = sum(len(r) for r in records[-3:]) + 10
+    files = FlowFiles(str(tmp_path), directory=True, rotate_size=1, keep=Retention(budget=budget))
     files.clock = ticking()
-    for n in range(8):
-        files.write(record(call_flow(n)))
+    for one in records:
+        files.write(one)
     kept = rotated_files(tmp_path)
-    assert len(kept) == 3 and sum(p.stat().st_size for p in kept) <= 3 * one + 10
+    assert len(kept) == 3 and sum(p.stat().st_size for p in kept) <= budget
     assert kept[-1].name.endswith("-0008.flows")
     assert (tmp_path / "notes.txt").exists() and (tmp_path / "capture.flows").exists()
 
