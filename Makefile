@@ -23,11 +23,12 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 
-$(RUN_STAMP): pyproject.toml | $(BIN)/python
+# setup.py compiles the flow-record decoder in place (mypyc): installed again when it or the decoder changes.
+$(RUN_STAMP): pyproject.toml setup.py analyzer/wire/tnetstring_decoder.py | $(BIN)/python
 	$(BIN)/pip install --quiet -e .
 	touch $@
 
-$(STAMP): pyproject.toml | $(BIN)/python
+$(STAMP): pyproject.toml setup.py analyzer/wire/tnetstring_decoder.py | $(BIN)/python
 	$(BIN)/pip install --quiet -e '.[test]'
 	touch $@ $(RUN_STAMP)
 

@@ -387,6 +387,58 @@ def test_library_imports_the_installed_package_despite_a_local_analyzer_py(
     assert seen["outcomes"] == sorted(["SUCCESS", "ACCEPTED", "SUCCESS", *EXPECTED_TOOL_OUTCOMES.values()])
 
 
+# ---------------------------------------------------------------- the compiled decoder, and none
+
+
+COMPILED_DECODER = "mcp_blackbox/analyzer/wire/_tnetstring_compiled."
+READER_STATE = (
+    "import json\n"
+    "from mcp_blackbox.analyzer.wire import tnetstring_reader as r\n"
+    "from mcp_blackbox.analyzer import analyze\n"
+    "result = analyze(['capture.flows'])\n"
+    "print(json.dumps({'compiled': r.COMPILED, 'reader': r.__file__, 'calls': len(result.calls)}))\n"
+)
+
+
+def test_the_wheel_holds_the_compiled_decoder_and_uses_it(installed: Installed, capture: dict[str, Any]) -> None:
+    """Built here, where a C compiler is: mypyc's extension is in the wheel (tagged for this platform) and the
+    installed reader runs it."""
+    assert any(n.startswith(COMPILED_DECODER) and n.endswith(".so") for n in installed.wheel_names)
+    assert not installed.wheel.name.endswith("-none-any.whl"), installed.wheel.name
+    seen = json.loads(succeeded(installed.python(READER_STATE)).stdout)
+    assert seen["compiled"] is True and Path(seen["reader"]).is_relative_to(installed.site_packages), seen
+    assert seen["calls"] == EXPECTED_CALLS
+
+
+def test_without_a_c_compiler_the_sdist_builds_a_wheel_that_runs_the_source(
+    installed: Installed, capture: dict[str, Any], tmp_path: Path
+) -> None:
+    """The sdist on a machine without a compiler (CC that fails): the build says why and goes on; the wheel has no
+    extension, and its reader decodes the capture in Python."""
+    [sdist] = installed.wheel.parent.glob("*.tar.gz")
+    env = {**installed.env(), "CC": "/bin/false", "LDSHARED": "/bin/false"}
+    wheel_dir = tmp_path / "wheel"
+    build = run(
+        [installed.bin / "python", "-m", "pip", "wheel", "--no-deps", "--verbose", "-w", wheel_dir, sdist],
+        cwd=tmp_path,
+        env=env,
+        timeout=600,
+    )
+    succeeded(build)
+    assert "no compiled decoder" in build.stdout + build.stderr, quoted(build)
+    [wheel] = wheel_dir.glob("*.whl")
+    unpacked = tmp_path / "unpacked"
+    with zipfile.ZipFile(wheel) as archive:
+        assert not [n for n in archive.namelist() if n.endswith(".so")], archive.namelist()
+        archive.extractall(unpacked)
+    # The unpacked wheel first on the path: its modules, with the installed venv's dependencies.
+    source_env = {**installed.env(), "PYTHONPATH": str(unpacked)}
+    done = run([installed.bin / "python", "-c", READER_STATE], cwd=installed.workdir, env=source_env)
+    seen = json.loads(succeeded(done).stdout)
+    assert seen["compiled"] is False and Path(seen["reader"]).is_relative_to(unpacked), seen
+    assert seen["calls"] == EXPECTED_CALLS
+
+
 # ---------------------------------------------------------------- the checkout's addon without the package
 
 

@@ -8,21 +8,58 @@ parses everything and then builds Flow objects; the analyzer needs neither.
 A ``Want`` says what to decode: ``True`` decodes the whole value, a dict decodes
 only those keys of a dict value, ``ENCODED`` keeps the value as its bytes (an
 ``Encoded``, decoded by ``decode`` if it is ever needed).
+
+This module frames records; ``decode`` is ``tnetstring_decoder.decode``, compiled by mypyc where the
+package was built with a C compiler (``setup.py``; ``COMPILED`` says which runs). The compiled copy is used
+only if it was built from the decoder's source as it is (a digest of it is compiled in): an editable
+checkout edited since its build runs the source. ``MCP_BLACKBOX_PURE_READER=1`` runs the source always.
 """
 
 from __future__ import annotations
 
+import hashlib
+import importlib
 import io
 import os
-from collections.abc import Iterator
-from typing import Any, BinaryIO, Final, Literal
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any, BinaryIO
 
-ENCODED: Final = "encoded"
-Want = bool | Literal["encoded"] | dict[str, "Want"]
+from mcp_blackbox.analyzer.wire import tnetstring_decoder
+from mcp_blackbox.analyzer.wire.tnetstring_values import (
+    ENCODED,
+    MAX_PREFIX,
+    Encoded,
+    RecordCutShort,
+    RecordError,
+    Want,
+)
+
+PURE_ENV = "MCP_BLACKBOX_PURE_READER"
+COMPILED_MODULE = "mcp_blackbox.analyzer.wire._tnetstring_compiled"  # what setup.py builds
 
 
-class Encoded(bytes):
-    """A value kept as its tnetstring bytes: ``decode(value)`` reads it."""
+def compiled_decoder() -> ModuleType | None:
+    """The mypyc-compiled decoder, if it was built and built from ``tnetstring_decoder.py`` as it is now."""
+    if os.environ.get(PURE_ENV):
+        return None
+    try:
+        compiled = importlib.import_module(COMPILED_MODULE)
+    except ImportError:
+        return None
+    source = Path(tnetstring_decoder.__file__).read_bytes()
+    return compiled if getattr(compiled, "SOURCE_DIGEST", None) == source_digest(source) else None
+
+
+def source_digest(source: bytes) -> str:
+    """What the compiled decoder carries of the source it was built from (setup.py writes it in)."""
+    return hashlib.sha256(source).hexdigest()
+
+
+_compiled = compiled_decoder()
+COMPILED = _compiled is not None
+decode: Callable[..., Any] = (_compiled or tnetstring_decoder).decode  # (record, want=True) -> the value
 
 
 # The parts of a flow record (format 21) that the analyzer reads.
@@ -39,16 +76,7 @@ FLOW_FIELDS: dict[str, Want] = {
     "websocket": True,
 }
 FLOW_ID: dict[str, Want] = {"id": True}  # a record's id alone: which flow it is
-MAX_PREFIX = 12  # digits in a length prefix, as mitmproxy allows
 READ_PIECE = 1 << 24  # a corrupt length prefix may claim up to a terabyte: read toward it in pieces this large
-
-
-class RecordError(ValueError):
-    """The bytes are not a (complete) tnetstring record."""
-
-
-class RecordCutShort(RecordError):
-    """The file ends inside a record: a length prefix was read, the bytes it announces were not all there."""
 
 
 def framed_records(fd: int, size: int) -> Iterator[tuple[int, int]]:
@@ -117,145 +145,19 @@ def _read_up_to(handle: BinaryIO, size: int) -> bytes:
     return b"".join(pieces)
 
 
-def decode(record: bytes, want: Want = True) -> Any:
-    value, end = _value(record, 0, want)
-    if end != len(record):
-        raise RecordError("trailing bytes after the record")
-    return value
-
-
-def _bounds(buf: bytes, pos: int) -> tuple[int, int, int]:
-    """(start, end, tag) of the value whose length prefix starts at ``pos``."""
-    colon = buf.find(b":", pos, pos + MAX_PREFIX + 1)
-    if colon <= pos:
-        raise RecordError(f"not a tnetstring: invalid length prefix at {pos}")
-    digits = buf[pos:colon]
-    if not digits.isdigit():
-        raise RecordError(f"not a tnetstring: invalid length prefix at {pos}")
-    start = colon + 1
-    end = start + int(digits)
-    if end >= len(buf):
-        raise RecordError(f"not a tnetstring: value at {pos} runs past the record")
-    return start, end, buf[end]
-
-
-# The loops below read a length prefix inline (three copies, on purpose) rather than through _bounds: a
-# flow record holds a few hundred values (most of them header names and values), and a call per value was
-# most of the time.
-
-
-def _value(buf: bytes, pos: int, want: Want) -> tuple[Any, int]:
-    start, end, tag = _bounds(buf, pos)
-    after = end + 1
-    if tag == 0x7D:  # } dict
-        return _dict(buf, start, end, want), after
-    if tag == 0x5D:  # ] list
-        return _list(buf, start, end), after
-    if tag == 0x2C:  # , bytes
-        return buf[start:end], after
-    return _scalar(buf, start, end, tag), after
-
-
-def _scalar(buf: bytes, start: int, end: int, tag: int) -> Any:
-    if tag == 0x3B:  # ; text
-        return buf[start:end].decode("utf-8")
-    if tag == 0x23:  # # integer
-        return int(buf[start:end])
-    if tag == 0x5E:  # ^ float
-        return float(buf[start:end])
-    if tag == 0x21:  # ! boolean
-        literal = buf[start:end]
-        if literal not in (b"true", b"false"):
-            raise RecordError(f"not a tnetstring: invalid boolean {literal!r}")
-        return literal == b"true"
-    if tag == 0x7E:  # ~ null
-        if start != end:
-            raise RecordError("not a tnetstring: invalid null")
-        return None
-    if tag == 0x2C:  # , bytes
-        return buf[start:end]
-    raise RecordError(f"not a tnetstring: unknown type tag {tag!r}")
-
-
-def _list(buf: bytes, pos: int, end: int) -> list[Any]:
-    items: list[Any] = []
-    append, find = items.append, buf.find
-    while pos < end:
-        colon = find(b":", pos, pos + MAX_PREFIX + 1)
-        digits = buf[pos:colon]
-        if colon <= pos or not digits.isdigit():
-            raise RecordError(f"not a tnetstring: invalid length prefix at {pos}")
-        start = colon + 1
-        stop = start + int(digits)
-        if stop >= end:
-            raise RecordError(f"not a tnetstring: value at {pos} runs past its list")
-        tag = buf[stop]
-        if tag == 0x2C:  # bytes: a header's name or value
-            append(buf[start:stop])
-        elif tag == 0x5D:  # a header: [name, value]
-            append(_list(buf, start, stop))
-        elif tag == 0x7D:
-            append(_dict(buf, start, stop, True))
-        else:
-            append(_scalar(buf, start, stop, tag))
-        pos = stop + 1
-    if pos != end:
-        raise RecordError("not a tnetstring: list overruns its length")
-    return items
-
-
-def _dict(buf: bytes, pos: int, end: int, want: Want) -> dict[Any, Any]:
-    result: dict[Any, Any] = {}
-    find = buf.find
-    # What each key asks for, looked up once per dict rather than tested per key (this loop is most of the
-    # reader's time: a flow record is some 80 keys, most of them stepped over).
-    everything = want is True
-    wanted_keys = want if isinstance(want, dict) else {}
-    while pos < end:
-        # The key: text (mitmproxy's state) or bytes, read inline.
-        colon = find(b":", pos, pos + MAX_PREFIX + 1)
-        digits = buf[pos:colon]
-        if colon <= pos or not digits.isdigit():
-            raise RecordError(f"not a tnetstring: invalid length prefix at {pos}")
-        start = colon + 1
-        stop = start + int(digits)
-        if stop >= end:
-            raise RecordError(f"not a tnetstring: value at {pos} runs past its dict")
-        tag = buf[stop]
-        key: Any
-        if tag == 0x3B:  # ; text
-            key = name = buf[start:stop].decode("utf-8")
-        elif tag == 0x2C:  # , bytes
-            key = buf[start:stop]
-            name = key.decode("utf-8", "replace")
-        else:
-            key = name = _scalar(buf, start, stop, tag)
-        pos = stop + 1
-        wanted = True if everything else wanted_keys.get(name, False)
-        # The value: stepped over, or read.
-        colon = find(b":", pos, pos + MAX_PREFIX + 1)
-        digits = buf[pos:colon]
-        if colon <= pos or not digits.isdigit():
-            raise RecordError(f"not a tnetstring: invalid length prefix at {pos}")
-        start = colon + 1
-        stop = start + int(digits)
-        if stop >= end:
-            raise RecordError(f"not a tnetstring: value at {pos} runs past its dict")
-        if wanted is False:
-            pass
-        elif wanted == ENCODED:
-            result[key] = Encoded(buf[pos : stop + 1])
-        else:
-            tag = buf[stop]
-            if tag == 0x7D:
-                result[key] = _dict(buf, start, stop, wanted)
-            elif tag == 0x5D:
-                result[key] = _list(buf, start, stop)
-            elif tag == 0x2C:
-                result[key] = buf[start:stop]
-            else:
-                result[key] = _scalar(buf, start, stop, tag)
-        pos = stop + 1
-    if pos != end:
-        raise RecordError("not a tnetstring: dict overruns its length")
-    return result
+__all__ = [
+    "COMPILED",
+    "ENCODED",
+    "FLOW_FIELDS",
+    "FLOW_ID",
+    "MAX_PREFIX",
+    "READ_PIECE",
+    "Encoded",
+    "RecordCutShort",
+    "RecordError",
+    "Want",
+    "decode",
+    "framed_records",
+    "read_record",
+    "record_framed",
+]

@@ -1,57 +1,33 @@
-"""Weighing a compiled flow-file reader (issue 23): the tnetstring reader as it is, and compiled by mypyc.
+"""The flow-record decoder as Python source and as mypyc compiled it (issue 23): both timed on the same records.
 
     .venv/bin/python tests/benchmarks/bench_reader.py [--records N] [--capture FILE]
 
-A benchmark, not a test: it prints numbers and exits 0 (1 if mypyc or a C compiler is missing).
+A benchmark, not a test: it prints numbers and exits 0 (1 if the package was installed without the compiled
+decoder: no mypyc or no C compiler when ``pip install`` ran, see setup.py).
 
-The decoding workers of ``export`` spend most of their time in ``analyzer/wire/tnetstring_reader.py``
-(63% of a worker's profile on a synthetic capture, 2026-12-07), and on a 2-core machine the workers and the
-main process share the cores, so the reader's speed is the export's. This compiles a copy of the reader
-with mypyc (as black and mypy ship themselves) in a temporary directory, with the one change mypyc needs
-(``Encoded`` subclasses ``bytes``: a non-native class), and times both on the same records, in alternating
-rounds, for the fields the analysis reads and for whole records. It also checks that both decode every
-record alike. Nothing here changes what the project ships: it measures whether shipping a compiled reader
-would be worth the packaging (a wheel per platform, a pure-Python fallback where no compiler is).
+The decoding workers of ``export`` spend most of their time decoding records
+(``analyzer/wire/tnetstring_decoder.py``: 63% of a worker's profile on a synthetic capture, 2026-12-07), and
+on a 2-core machine the workers and the main process share the cores, so the decoder's speed is the export's.
+``setup.py`` compiles the decoder with mypyc (as black and mypy ship themselves); this times the compiled
+module the reader uses against the source, in alternating rounds, for the fields the analysis reads and for
+whole records, and checks that both decode every record alike.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib.util
-import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 from mcp_blackbox.analyzer.read.load import ANALYSIS_FIELDS
-from mcp_blackbox.analyzer.wire import tnetstring_reader
+from mcp_blackbox.analyzer.wire import tnetstring_decoder, tnetstring_reader
 
 HERE = Path(__file__).resolve().parent
-NATIVE_EXCEPTION = "@mypyc_attr(native_class=False)\nclass Encoded(bytes):"
-
-
-def compiled_reader(workdir: Path) -> ModuleType:
-    """The reader's source, compiled by mypyc in ``workdir`` and imported under another name."""
-    source = Path(tnetstring_reader.__file__).read_text()
-    assert source.count("class Encoded(bytes):") == 1, "the reader changed: update this benchmark"
-    source = "from mypy_extensions import mypyc_attr\n" + source.replace("class Encoded(bytes):", NATIVE_EXCEPTION)
-    (workdir / "reader_compiled.py").write_text(source)
-    mypyc = Path(sys.executable).with_name("mypyc")
-    done = subprocess.run([str(mypyc), "reader_compiled.py"], cwd=workdir, capture_output=True, text=True)
-    if done.returncode != 0:
-        raise SystemExit(f"mypyc could not compile the reader:\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
-    (workdir / "reader_compiled.py").unlink()  # import the extension, not the source beside it
-    built = next(workdir.glob("reader_compiled.*.so"))
-    spec = importlib.util.spec_from_file_location("reader_compiled", built)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def records_of(capture: Path, count: int) -> list[bytes]:
@@ -75,34 +51,31 @@ def main() -> None:
     parser.add_argument("--capture", type=Path, help="a flow file to read (default: a synthetic one, generated)")
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
-    if shutil.which("cc") is None and shutil.which("gcc") is None:
-        raise SystemExit("no C compiler: mypyc cannot build here")
+    compiled = tnetstring_reader.compiled_decoder()
+    if compiled is None:
+        raise SystemExit("no compiled decoder installed (see setup.py): nothing to compare")
     with tempfile.TemporaryDirectory(prefix="bench-reader-") as tmp:
-        workdir = Path(tmp)
         capture = args.capture
         if capture is None:
-            capture = workdir / "synthetic.flows"
+            capture = Path(tmp) / "synthetic.flows"
             generator = [sys.executable, str(HERE / "synthetic_capture.py"), "--calls", str(args.records), "-o"]
             subprocess.run([*generator, str(capture)], check=True, capture_output=True)
         records = records_of(capture, args.records)
-        started = time.monotonic()
-        compiled = compiled_reader(workdir)
-        build_s = time.monotonic() - started
-        same = all(compiled.decode(r, ANALYSIS_FIELDS) == tnetstring_reader.decode(r, ANALYSIS_FIELDS) for r in records)
-        same = same and all(compiled.decode(r) == tnetstring_reader.decode(r) for r in records[:2000])
-        figures: dict[tuple[str, str], list[float]] = {}
-        for _ in range(args.rounds):
-            for name, module in (("pure", tnetstring_reader), ("mypyc", compiled)):
-                for label, want in (("analysis fields", ANALYSIS_FIELDS), ("whole records", True)):
-                    figures.setdefault((name, label), []).append(per_record_us(module.decode, records, want))
+    same = all(compiled.decode(r, ANALYSIS_FIELDS) == tnetstring_decoder.decode(r, ANALYSIS_FIELDS) for r in records)
+    same = same and all(compiled.decode(r) == tnetstring_decoder.decode(r) for r in records[:2000])
+    figures: dict[tuple[str, str], list[float]] = {}
+    for _ in range(args.rounds):
+        for name, module in (("source", tnetstring_decoder), ("mypyc", compiled)):
+            for label, want in (("analysis fields", ANALYSIS_FIELDS), ("whole records", True)):
+                figures.setdefault((name, label), []).append(per_record_us(module.decode, records, want))
     print(
-        f"reader benchmark: {len(records)} records of {capture.name}, {args.rounds} alternating rounds, median; "
-        f"mypyc built the reader in {build_s:.1f} s; both decode every record alike: {same}"
+        f"decoder benchmark: {len(records)} records of {capture.name}, {args.rounds} alternating rounds, median; "
+        f"both decode every record alike: {same}"
     )
     for label in ("analysis fields", "whole records"):
-        pure = statistics.median(figures[("pure", label)])
+        source = statistics.median(figures[("source", label)])
         fast = statistics.median(figures[("mypyc", label)])
-        print(f"  {label:<16} pure {pure:7.1f} us/record, mypyc {fast:7.1f} us/record: {fast / pure:.3f}x")
+        print(f"  {label:<16} source {source:7.1f} us/record, mypyc {fast:7.1f} us/record: {fast / source:.3f}x")
 
 
 if __name__ == "__main__":
