@@ -17,6 +17,7 @@ from mcp_blackbox.analyzer.model.vocabulary import NOT_FAILURES
 from mcp_blackbox.analyzer.outputs.analysis import DEFAULT_WINDOW, Analysis, CallStream, analyze
 from mcp_blackbox.analyzer.outputs.export import write_csv, write_json
 from mcp_blackbox.analyzer.read import progress
+from mcp_blackbox.analyzer.read.collector import fewer_collections
 from mcp_blackbox.analyzer.read.load import LoadReport
 from mcp_blackbox.analyzer.read.time_range import RangeError, TimeRange, range_lines, resolve
 from mcp_blackbox.analyzer.redaction.redactor import Redactor
@@ -882,5 +883,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
 
 
+def command() -> int:
+    """The installed ``mcp-blackbox``: ``main`` in a process of its own, a batch job that makes little cyclic
+    garbage, so it is collected less often (analyzer/read/collector.py). Not in ``main``, which programs and
+    tests call inside their own processes."""
+    fewer_collections()
+    return main()
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(command())
