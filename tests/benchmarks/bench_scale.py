@@ -14,7 +14,8 @@ A benchmark, not a test: it prints numbers and PASS/MISS lines and exits 0 eithe
 2. Two lengths at the same rate: N calls and N/2 (``--calls``; ``--short`` for another fraction), each its
    own capture (the same generator and seed, so the shorter is the same traffic for half as long).
 3. Phases, each in a fresh Python process (as bench_analyzer.py: imports excluded from the times, peak
-   RSS from ``VmHWM``), over the same files, read once beforehand into the page cache when they fit:
+   RSS from ``VmHWM``; the garbage collector set as the installed command sets it), over the same files,
+   read once beforehand into the page cache when they fit:
    - ``read``: ``mitmproxy.io.FlowReader(f).stream()`` over every file, every flow consumed;
    - ``export``: ``export.write_json`` of a ``CallStream`` over DIR (the default window) into /dev/null:
      what ``mcp-blackbox export DIR -o /dev/null`` does, each call written once final;
@@ -48,6 +49,8 @@ REPO = HERE.parents[1]
 sys.path[:0] = [str(HERE), str(REPO)]
 
 from bench_analyzer import mb, peak_rss_mb  # noqa: E402
+
+from mcp_blackbox.analyzer.read.collector import fewer_collections  # noqa: E402  (as the command does)
 
 RATIO_GOAL = 0.5
 REPORT_RATIO_GOAL = 1.0
@@ -163,6 +166,7 @@ def phase_analyze(directory: Path, _: Path | None) -> dict[str, Any]:
     from mcp_blackbox.analyzer.outputs.export import write_json
 
     imported = time.perf_counter()
+    fewer_collections()
     stream = CallStream([directory], window=DEFAULT_WINDOW)
     with open(os.devnull, "w", encoding="utf-8") as fp:
         write_json(stream, fp)
@@ -184,6 +188,7 @@ def phase_report(directory: Path, out: Path | None) -> dict[str, Any]:
     from mcp_blackbox.analyzer.review.report import write_report
 
     imported = time.perf_counter()
+    fewer_collections()
     data = write_report([directory], out, analysis=CallStream([directory], window=DEFAULT_WINDOW))
     done = time.perf_counter()
     meta = data["meta"]
@@ -205,6 +210,7 @@ def phase_check(directory: Path, _: Path | None) -> dict[str, Any]:
     from mcp_blackbox.analyzer.review.check import judge
 
     imported = time.perf_counter()
+    fewer_collections()
     gate = judge(CallStream([directory], window=DEFAULT_WINDOW), [str(directory)])
     done = time.perf_counter()
     return {"import_s": imported - began, "seconds": done - imported, "calls": gate.calls, **peak_rss_mb()}
