@@ -9,7 +9,6 @@ error with the same words. The reader uses a build only beside the source it was
 from __future__ import annotations
 
 import importlib
-import io
 import random
 from pathlib import Path
 from types import ModuleType
@@ -19,8 +18,9 @@ import pytest
 
 from mcp_blackbox.analyzer.read.load import ANALYSIS_FIELDS
 from mcp_blackbox.analyzer.wire import tnetstring_decoder, tnetstring_reader
-from mcp_blackbox.analyzer.wire.tnetstring_reader import FLOW_FIELDS, FLOW_ID, read_record
+from mcp_blackbox.analyzer.wire.tnetstring_reader import FLOW_FIELDS, FLOW_ID
 from tests.benchmarks import synthetic_capture
+from tests.unit.test_tnetstring_reader import records
 
 SAMPLES = sorted((Path(__file__).resolve().parents[2] / "sample_captures").glob("*.flows"))
 WANTS = {"whole": True, "report": FLOW_FIELDS, "analysis": ANALYSIS_FIELDS, "id": FLOW_ID}
@@ -41,15 +41,6 @@ def all_records(tmp_path_factory: pytest.TempPathFactory) -> list[bytes]:
     synthetic = tmp_path_factory.mktemp("compiled") / "synthetic.flows"
     synthetic_capture.generate(synthetic, 300, seed=4)
     return [record for path in [*SAMPLES, synthetic] for record in records(path)]
-
-
-def records(path: Path) -> list[bytes]:
-    found = []
-    with path.open("rb") as fo:
-        handle = io.BufferedReader(fo)
-        while (record := read_record(handle)) is not None:
-            found.append(record)
-    return found
 
 
 def typed(value: Any) -> Any:
