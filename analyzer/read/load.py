@@ -106,8 +106,7 @@ def read_exchanges(
     paths: Sequence[str | Path], report: LoadReport, *, keep_all: bool = False, only: Container[str] | None = None
 ) -> Iterator[Exchange]:
     """``keep_all``: every header and the whole stream record, for a report's details. ``only``: the flows with
-    these ids (and any that cannot be told apart without decoding them); the others' records are stepped over
-    once their id is read."""
+    these ids alone; every other record is stepped over once its id is read."""
     for path in paths:
         source = str(path)
         report.sources.append(source)

@@ -217,8 +217,8 @@ class _Bucket:
         self.tools: Counter[str] = Counter()
         self.durations = array("d")  # milliseconds
 
-    def add(self, kept: Kept, origin: float) -> None:
-        start = (kept.start - origin) * 1000
+    def add(self, kept: Kept, start: float) -> None:
+        """One call, ``start`` milliseconds after the capture's."""
         duration = max(0.0, kept.end - kept.start) * 1000
         self.t0 = min(self.t0, start)
         self.t1 = max(self.t1, start + duration)
@@ -293,7 +293,7 @@ class _Pass:
             if aggregate and not eventful:
                 self.aggregated += 1
                 start = (kept.start - self.origin) * 1000
-                self._buckets.setdefault((lane, int(start // bucket_ms)), _Bucket()).add(kept, self.origin)
+                self._buckets.setdefault((lane, int(start // bucket_ms)), _Bucket()).add(kept, start)
                 continue
             row = self._row(kept, lane)
             row[8], previous = row[8] - previous, row[8]  # t0 as the step from the previous row
