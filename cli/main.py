@@ -470,29 +470,31 @@ def run_check(args: argparse.Namespace) -> int:
 
 
 def run_diff(args: argparse.Namespace) -> int:
-    from mcp_blackbox.analyzer.review.diff import Side, diff
+    from mcp_blackbox.analyzer.review.diff import diff
     from mcp_blackbox.analyzer.review.diff_format import diff_json, diff_markdown, diff_text
+    from mcp_blackbox.analyzer.review.diff_side import Side
 
     if refused("diff", args.output):
         return CANNOT_WRITE
-    sides: list[Side] = []
-    cut = {}
-    for name, path, time_range in (
-        ("before", args.before, args.time_ranges[0]),
-        ("after", args.after, args.time_ranges[1]),
-    ):
-        # Each side read through the export's stream, keeping a few fields per call (review/diff.py).
-        ranges: list[dict[str, Any] | None] = []
+    with contextlib.ExitStack() as open_sides:  # each side's calls are in a temporary file until the end
+        sides: list[Side] = []
+        cut = {}
+        for name, path, time_range in (
+            ("before", args.before, args.time_ranges[0]),
+            ("after", args.after, args.time_ranges[1]),
+        ):
+            # Each side read through the export's stream, its calls kept on disk (review/diff_side.py).
+            ranges: list[dict[str, Any] | None] = []
 
-        def consume(stream: CallStream, into: list[dict[str, Any] | None] = ranges) -> None:
-            sides.append(Side.of(stream, redact=not args.no_redact))
-            into.append(stream.range_record())
+            def consume(stream: CallStream, into: list[dict[str, Any] | None] = ranges) -> None:
+                sides.append(open_sides.enter_context(Side.of(stream, redact=not args.no_redact)))
+                into.append(stream.range_record())
 
-        if _streamed([path], DEFAULT_WINDOW, consume, time_range) != 0:
-            return 2
-        if time_range is not None:
-            cut[name] = {"described": time_range.describe(), **(ranges[0] or {})}
-    result = diff(*sides, latency_ratio=args.latency_ratio)
+            if _streamed([path], DEFAULT_WINDOW, consume, time_range) != 0:
+                return 2
+            if time_range is not None:
+                cut[name] = {"described": time_range.describe(), **(ranges[0] or {})}
+        result = diff(*sides, latency_ratio=args.latency_ratio)
     if cut:  # --since/--until: both sides cut alike; the key only then (the output is unchanged without)
         result["range"] = cut
     render = {"text": diff_text, "markdown": diff_markdown, "json": diff_json}[args.format]

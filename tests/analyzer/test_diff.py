@@ -8,7 +8,8 @@ from typing import Any
 from mitmproxy.http import HTTPFlow
 
 from mcp_blackbox.analyzer.outputs.analysis import DEFAULT_WINDOW, CallStream, analyze
-from mcp_blackbox.analyzer.review.diff import SLIM_FIELDS, Side, diff, percentile
+from mcp_blackbox.analyzer.review.diff import diff
+from mcp_blackbox.analyzer.review.diff_side import SLIM_FIELDS, Side, nearest_rank
 from tests.analyzer import test_retries as retries
 from tests.analyzer.flows import error, exchange, result, rpc, text_result, write
 
@@ -42,7 +43,7 @@ def test_order_pairs_repeated_calls_and_a_new_port_is_the_same_server(tmp_path: 
     assert out["calls"]["matched"] == 2
     (fixed,) = out["fixed"]
     assert (fixed["before"]["outcome"], fixed["after"]["outcome"]) == ("JSONRPC_ERROR", "TOOL_SUCCESS")
-    assert fixed["before"]["call_id"] == before.calls[1]["call_id"]
+    assert fixed["before"]["call_id"] == list(before.requests_in_order())[1].call["call_id"]
 
 
 def test_another_host_is_another_server(tmp_path: Path) -> None:
@@ -71,11 +72,15 @@ def test_a_tool_is_slower_only_with_enough_calls_on_both_sides(tmp_path: Path) -
     )
 
 
-def test_percentile_is_a_measured_value() -> None:
-    assert percentile([], 50) is None
-    assert percentile([3.0, 1.0, 2.0], 50) == 2.0
-    assert percentile([float(n) for n in range(1, 101)], 95) == 95.0
-    assert percentile([1.0, 100.0], 95) == 100.0
+def test_percentile_is_a_measured_value(tmp_path: Path) -> None:
+    assert nearest_rank(0, 50) is None
+    assert nearest_rank(3, 50) == 1  # of [1, 2, 3]: 2
+    assert nearest_rank(100, 95) == 94  # of 1..100: 95
+    assert nearest_rank(2, 95) == 1  # of [1, 100]: 100
+    durations = [0.3, 0.1, 0.2, 0.9, 0.5, 0.4, 0.7]
+    timed = side(tmp_path, "t.flows", *(call(n, "search", duration=d, q=n) for n, d in enumerate(durations)))
+    (count, p50, p95) = timed.latency()["search"]
+    assert (count, p50, p95) == (7, 400.0, 900.0)  # measured values, not interpolations
 
 
 def session_side(tmp_path: Path, name: str, *flows: Any) -> Side:
@@ -92,7 +97,7 @@ def test_a_request_that_recovered_after_a_retry_is_no_new_failure_but_needs_a_re
         retries.call(2, "write_record", at=100.5, ok=True),
     ]
     recovered = session_side(tmp_path, "recovered.flows", *retried)
-    (chain,) = recovered.chains.values()
+    (chain,) = [request.chain for request in recovered.requests_in_order() if request.chain]
     out = diff(once, recovered)
     assert out["new_failures"] == [] and out["calls"]["after"] == 3  # tools/list and two attempts
     assert out["calls"]["requests_after"] == out["calls"]["requests_before"] == 2  # tools/list and the write
@@ -121,7 +126,10 @@ def test_a_side_read_from_the_stream_is_the_whole_analysis_side_and_keeps_a_few_
     for sample in samples:
         stream = CallStream([str(sample)], window=DEFAULT_WINDOW)
         streamed, whole = Side.of(stream), Side.of(analyze([str(sample)]))
-        assert streamed == whole, sample.name
-        assert streamed.calls and all(list(call) == list(SLIM_FIELDS) for call in streamed.calls)
+        requests = list(streamed.requests_in_order())
+        assert requests == list(whole.requests_in_order()), sample.name
+        kept = ("calls", "failures", "requests", "retries", "twice")
+        assert [getattr(streamed, name) for name in kept] == [getattr(whole, name) for name in kept], sample.name
+        assert requests and all(list(request.call) == list(SLIM_FIELDS) for request in requests)
     first, second = (Side.of(CallStream([str(s)], window=DEFAULT_WINDOW)) for s in samples[:2])
     assert diff(first, second) == diff(*(Side.of(analyze([str(s)])) for s in samples[:2]))

@@ -22,12 +22,14 @@ A benchmark, not a test: it prints numbers and PASS/MISS lines and exits 0 eithe
    - ``check``: ``review.check.judge`` over the same stream: what ``mcp-blackbox check DIR`` does;
    - ``report``: ``write_report`` of a ``CallStream`` over DIR (the default window): what
      ``mcp-blackbox report DIR`` does, each call kept once final and the page built from what it shows;
+   - ``diff``: ``review.diff`` of DIR against itself, each side read through the stream and kept on disk:
+     what ``mcp-blackbox diff DIR DIR`` does; its ratio is to FlowReader reading both sides;
    then the longer report's size and its time to interactive in headless Chromium (median of 3 loads,
    ``report_timing.py``, shared with bench_report.py). Printed per length: each phase's time, its ratio to
    FlowReader's and its peak RSS; then each phase's growth from N/2 to N (time and RSS), so that a
    structure growing with the recording shows.
 4. Goals (issue 23): export at most 0.5 of FlowReader's time and report at most 1.0; every phase's peak RSS
-   under 1 GB, export's under 500 MB, and at most 1.15x from N/2 to N; the report under 50 MB and
+   under 1 GB, export's and diff's under 500 MB, and at most 1.15x from N/2 to N; the report under 50 MB and
    interactive in under 3 s.
 """
 
@@ -35,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -216,7 +219,41 @@ def phase_check(directory: Path, _: Path | None) -> dict[str, Any]:
     return {"import_s": imported - began, "seconds": done - imported, "calls": gate.calls, **peak_rss_mb()}
 
 
-PHASES = {"read": phase_read, "export": phase_analyze, "check": phase_check, "report": phase_report}
+def phase_diff(directory: Path, _: Path | None) -> dict[str, Any]:
+    """What ``mcp-blackbox diff DIR DIR`` does: both sides read through the stream, matched from disk."""
+    began = time.perf_counter()
+    from mcp_blackbox.analyzer.outputs.analysis import DEFAULT_WINDOW, CallStream
+    from mcp_blackbox.analyzer.review.diff import diff
+    from mcp_blackbox.analyzer.review.diff_side import Side
+
+    imported = time.perf_counter()
+    fewer_collections()
+    with Side.of(CallStream([directory], window=DEFAULT_WINDOW)) as before:
+        read_once = time.perf_counter()
+        with Side.of(CallStream([directory], window=DEFAULT_WINDOW)) as after:
+            read_twice = time.perf_counter()
+            result = diff(before, after)
+    done = time.perf_counter()
+    return {
+        "import_s": imported - began,
+        "seconds": done - imported,
+        "sides_s": [read_once - imported, read_twice - read_once],
+        "match_s": done - read_twice,
+        "calls": result["calls"]["before"],
+        "matched": result["calls"]["matched"],
+        "changed": len(result["changed"]),
+        **peak_rss_mb(),
+    }
+
+
+PHASES = {
+    "read": phase_read,
+    "export": phase_analyze,
+    "check": phase_check,
+    "report": phase_report,
+    "diff": phase_diff,
+}
+BOTH_SIDES = {"diff"}  # phases that read the capture twice: their ratio is to two FlowReader reads
 
 
 # ---------------------------------------------------------------------------- driver (parent side)
@@ -247,13 +284,16 @@ def measure(args: argparse.Namespace, calls: int, out: Path) -> dict[str, dict[s
     cached = "" if warm_page_cache(files) else " (not pre-read: too big for the page cache)"
     print(f"  {len(files)} rotated files, {size / 1e6:,.0f} MB{cached}")
     results: dict[str, dict[str, Any]] = {}
-    for name in PHASES:
+    for name in (name for name in PHASES if name == "read" or name in args.only):
         result = results[name] = run_phase(name, directory, out if name == "report" else None)
         if "error" in result:
             print(f"  {name:8} FAILED: {result['error']}")
             continue
-        ratio = result["seconds"] / results["read"]["seconds"] if "seconds" in results["read"] else float("nan")
+        reads = 2 if name in BOTH_SIDES else 1
+        ratio = result["seconds"] / (reads * results["read"]["seconds"]) if "seconds" in results["read"] else math.nan
         extra = f"{result['flows']:,} flows" if name == "read" else f"{result.get('calls', 0):,} calls"
+        if name == "diff":
+            extra += f" against themselves, {result['matched']:,} requests matched in {result['match_s']:.1f} s"
         if name == "report":
             extra += (
                 f", {result['bytes'] / 2**20:,.1f} MB, {result['rows']:,} rows ({result['aggregated']:,} aggregated)"
@@ -275,6 +315,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clients", type=int, default=4, help="concurrent client lanes in a generated capture")
     parser.add_argument("--regenerate", action="store_true", help="write the capture again even if it exists")
     parser.add_argument("--no-browser", action="store_true", help="skip the report's time to interactive")
+    parser.add_argument(
+        "--only", type=lambda text: text.split(","), default=list(PHASES), metavar="PHASE,...",
+        help=f"the phases to run, of {','.join(PHASES)} (read always runs: the others' ratios are to it)",
+    )  # fmt: skip
     parser.add_argument("--phase", choices=sorted(PHASES), help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -292,7 +336,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{calls:,} calls ({args.clients} client lanes)")
             by_length[calls] = measure(args, calls, out)
         report = by_length[lengths[-1]].get("report", {})
-        if "error" not in report and not args.no_browser:
+        if report and "error" not in report and not args.no_browser:
             from report_timing import time_to_interactive
 
             report.update(time_to_interactive(out, timeout=300))
@@ -310,15 +354,15 @@ def judge_goals(by_length: dict[int, dict[str, dict[str, Any]]], lengths: list[i
     longest = by_length[lengths[-1]]
     read = longest["read"].get("seconds")
     for name, most in (("export", RATIO_GOAL), ("report", REPORT_RATIO_GOAL)):
-        seconds = longest[name].get("seconds")
+        seconds = longest.get(name, {}).get("seconds")
         if read and seconds:
             goal(seconds / read <= most, f"{name} / FlowReader = {seconds / read:.2f} (goal <= {most})")
-    for name in ("export", "check", "report"):
-        rss = longest[name].get("vmhwm_mb")
-        most = RSS_GOAL_MB if name == "export" else ANY_RSS_GOAL_MB
+    for name in ("export", "check", "report", "diff"):
+        rss = longest.get(name, {}).get("vmhwm_mb")
+        most = RSS_GOAL_MB if name in ("export", "diff") else ANY_RSS_GOAL_MB
         if rss is not None:
             goal(rss < most, f"{name} peak RSS = {mb(rss)} (goal < {most:.0f} MB)")
-        if len(lengths) == 2 and rss is not None and (short := by_length[lengths[0]][name].get("vmhwm_mb")):
+        if len(lengths) == 2 and rss is not None and (short := by_length[lengths[0]].get(name, {}).get("vmhwm_mb")):
             growth = rss / short
             times = longest[name]["seconds"] / by_length[lengths[0]][name]["seconds"]
             goal(
@@ -326,7 +370,7 @@ def judge_goals(by_length: dict[int, dict[str, dict[str, Any]]], lengths: list[i
                 f"{name} peak RSS {lengths[0]:,} -> {lengths[-1]:,} calls: {growth:.3f}x (goal <= {GROWTH_GOAL}); "
                 f"time {times:.2f}x",
             )
-    report = longest["report"]
+    report = longest.get("report", {})
     if "bytes" in report:
         size_mb = report["bytes"] / 2**20
         goal(size_mb < REPORT_MB_GOAL, f"report size = {size_mb:,.1f} MB (goal < {REPORT_MB_GOAL:.0f} MB)")

@@ -7,12 +7,15 @@ command, as a user runs it, so the comparison covers the CLI too.
     python -m tests.support.export_snapshot OUT_DIR
 
 The synthetic captures cover the windowed stream (the default export), the whole analysis
-(``--window 0``) and, at 20,000 calls (above the 32 MB threshold), the decoding workers.
+(``--window 0``) and, at 20,000 calls (above the 32 MB threshold), the decoding workers. ``diff`` runs on
+each sample against the next and on synthetic captures against each other and themselves, in its three
+formats.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import re
 import shutil
 import subprocess
@@ -56,6 +59,11 @@ def snapshot_capture(out: Path, label: str, captures: list[str], *, report: bool
         run(out, f"{label}.report.html", "report", *captures)
 
 
+def snapshot_diff(out: Path, label: str, before: str, after: str) -> None:
+    for form, suffix in (("json", "json"), ("text", "txt"), ("markdown", "md")):
+        run(out, f"diff-{label}.{suffix}", "diff", before, after, "--format", form)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("out", type=Path)
@@ -74,6 +82,13 @@ def main(argv: list[str] | None = None) -> int:
         if not path.exists():
             synthetic_capture.generate(path, calls, seed)
         snapshot_capture(out, name, [str(path)], report=False)
+    named = [str(s.relative_to(ROOT)) for s in samples]
+    for before, after in itertools.pairwise(named):
+        snapshot_diff(out, f"{Path(before).name}-{Path(after).name}", before, after)
+    synthetic = {name: str(cache / f"{name}.flows") for name, _, _ in SYNTHETIC}
+    for before, after in (("synthetic-300", "synthetic-3000"), ("synthetic-3000", "synthetic-20000"),
+                          ("synthetic-20000", "synthetic-20000")):  # fmt: skip
+        snapshot_diff(out, f"{before}-{after}", synthetic[before], synthetic[after])
     return 0
 
 
