@@ -8,7 +8,9 @@ the bytes split into lines and each line written to the capture with its times (
 has the format; docs/ARCHITECTURE.md, "stdio capture format", describes it).
 
 A thread per pipe rather than one select loop: a peer that stops reading blocks only the pipe it stopped
-reading, as it would without the wrapper, and the other two keep flowing.
+reading, as it would without the wrapper, and the other two keep flowing. A line is timed when the
+wrapper knew of it: its read, or earlier, when the thread of the child's other output pipe saw it waiting
+(``Pump.look``): a thread woken late would otherwise time a line late.
 
 Faithful ends: when the client closes stdin, the child's stdin is closed; when a destination refuses a
 write (the client stopped reading stdout, the child closed its stdin), the source is closed too, so its
@@ -22,17 +24,20 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import json
 import os
 import select
 import signal
+import struct
 import subprocess
+import termios
 import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import Any, NamedTuple
 
 from mcp_blackbox.analyzer.wire import stdio_capture as fmt
 from mcp_blackbox.analyzer.wire.inputs import recording_marker
@@ -147,17 +152,19 @@ class LineSplitter:
         self.length = 0
         self.t_first: float | None = None
 
-    def feed(self, chunk: bytes, now: float) -> None:
+    def feed(self, chunk: bytes, now: float, seen: Seen | None = None) -> None:
+        """``chunk`` read at ``now``; ``seen``: its first bytes were in the pipe earlier (``Seen``)."""
         start = 0
         while (end := chunk.find(b"\n", start)) >= 0:
+            t_first, t = (now, now) if seen is None else (seen.time_of(start, now), seen.time_of(end, now))
             if self.t_first is None and end - start <= self.limit:
-                self.emit(chunk[start:end], end - start, now, now)  # the usual case: a whole line in one read
+                self.emit(chunk[start:end], end - start, t_first, t)  # the usual case: a whole line in one read
             else:
-                self.add(chunk, start, end, now)
-                self.flush(now)
+                self.add(chunk, start, end, t_first)
+                self.flush(t)
             start = end + 1
         if start < len(chunk):
-            self.add(chunk, start, len(chunk), now)
+            self.add(chunk, start, len(chunk), now if seen is None else seen.time_of(start, now))
 
     def add(self, chunk: bytes, start: int, end: int, now: float) -> None:
         if self.t_first is None:
@@ -183,6 +190,27 @@ class LineSplitter:
         self.capture.write(record)
 
 
+class Seen(NamedTuple):
+    """``size`` bytes were waiting in a pipe at ``t``: seen there by the other output pipe's thread."""
+
+    t: float
+    size: int
+    reads: int  # how many reads of the pipe had been done before it looked
+
+    def time_of(self, offset: int, now: float) -> float:
+        """When the byte at ``offset`` of the next read was known to be there: ``t``, if it was then."""
+        return min(self.t, now) if offset < self.size else now
+
+
+def waiting_bytes(fd: int) -> int:
+    """How many bytes a pipe holds (FIONREAD); 0 where it cannot say."""
+    try:
+        size: int = struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"))[0]
+    except OSError:
+        return 0
+    return size
+
+
 class Pump(threading.Thread):
     """Copies one pipe (source fd to destination fd) chunk by chunk, then records the chunk's lines."""
 
@@ -202,6 +230,10 @@ class Pump(threading.Thread):
         self.capture = capture
         self.splitter = LineSplitter(stream, capture, limit)
         self.at_eof = at_eof
+        # The child's stdout and stderr: each pump, after a read, looks at what waits in the other's pipe.
+        self.other: Pump | None = None
+        self.reads = 0
+        self.seen: Seen | None = None  # set by the other pump's thread
 
     def run(self) -> None:
         error: str | None = None
@@ -213,12 +245,8 @@ class Pump(threading.Thread):
             now = time.time()
             if not chunk:
                 break
-            try:
-                write_all(self.destination, chunk)
-            except OSError as e:
-                self.refused(chunk, now, e)
+            if not self.pass_on(chunk, now):
                 return
-            self.splitter.feed(chunk, now)
         self.splitter.flush(now, unterminated=True)
         record = {"type": fmt.EOF, "stream": self.stream, "t": stamp(now)}
         if error is not None:
@@ -226,6 +254,34 @@ class Pump(threading.Thread):
         self.capture.write(record)
         if self.at_eof is not None:
             self.at_eof()
+
+    def pass_on(self, chunk: bytes, now: float) -> bool:
+        """Write ``chunk`` (read at ``now``) on, then record its lines; False: the destination refused it (the
+        source is closed)."""
+        try:
+            write_all(self.destination, chunk)
+        except OSError as e:
+            self.refused(chunk, now, e)
+            return False
+        self.reads += 1
+        seen, self.seen = self.seen, None
+        self.splitter.feed(chunk, now, seen if seen is not None and seen.reads == self.reads - 1 else None)
+        if self.other is not None:
+            self.other.look()
+        return True
+
+    def look(self) -> None:
+        """Called from the other pump's thread: note what waits in this pipe now, for this pump's next read.
+
+        Two threads read the child's two pipes, and a thread the machine is slow to wake reads, and times,
+        a line late: a stderr line the child wrote before its answer was timed 187 ms after it on a loaded
+        machine. The other thread, just after its own read, sees the bytes waiting here; they were written
+        by then, and the next read here starts with them. Counted reads tell a look that came after this
+        pump's read (it then speaks of the read after)."""
+        reads = self.reads  # before the look: a read that ends meanwhile only makes the time later than true
+        size = waiting_bytes(self.source)
+        if size:
+            self.seen = Seen(time.time(), size, reads)
 
     def refused(self, chunk: bytes, now: float, error: OSError) -> None:
         """The destination is gone: record what was read (the writer did send it) and close the source."""
@@ -366,6 +422,7 @@ class StdioRecorder:
             Pump(fmt.STDOUT, child_stdout, 1, self.capture, self.limit),
             Pump(fmt.STDERR, child_stderr, 2, self.capture, self.limit),
         ]
+        pumps[1].other, pumps[2].other = pumps[2], pumps[1]
         for pump in pumps:
             pump.start()
         returncode = self.child.wait()

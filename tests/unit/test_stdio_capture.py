@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from mcp_blackbox.addon.stdio_recorder import CaptureWriter, LineSplitter
+from mcp_blackbox.addon.stdio_recorder import CaptureWriter, LineSplitter, Pump, Seen
 from mcp_blackbox.analyzer.wire import stdio_capture as fmt
 
 HEADER = {"format": fmt.FORMAT, "version": fmt.VERSION, "type": fmt.HEADER, "t": 1.0, "command": ["x"]}
@@ -151,3 +152,44 @@ def test_the_splitter_cuts_lines_across_reads_and_bounds_them(tmp_path: Path) ->
         ("half", 4, 4.0, 5.0, None, True),
     ]
     assert all(r["stream"] == fmt.STDERR for r in records)
+
+
+def test_a_line_waiting_in_the_other_pipe_is_timed_when_it_was_seen_there(tmp_path: Path) -> None:
+    """Two threads read the child's stdout and stderr; the one the machine wakes late timed its line late (a
+    stderr line written before the answer, 187 ms after it). Each pump, after its read, looks at the bytes
+    waiting in the other's pipe: those get that time. Look-alikes: a line written after the look keeps its
+    read's time, and a look counted for an earlier read is not used. Real pipes; the threads' steps are taken
+    here, in the order a slow wake-up gives them."""
+    path = tmp_path / "c.stdio.jsonl"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
+    os.write(fd, json.dumps(HEADER).encode() + b"\n")
+    capture = CaptureWriter(fd, path)
+    (out_r, out_w), (err_r, err_w), sink = os.pipe(), os.pipe(), os.open(os.devnull, os.O_WRONLY)
+    stdout, stderr = (Pump(fmt.STDOUT, out_r, sink, capture, 1024), Pump(fmt.STDERR, err_r, sink, capture, 1024))
+    stdout.other, stderr.other = stderr, stdout
+
+    os.write(err_w, b"warning: slow disk\n")  # the child logs, then answers
+    os.write(out_w, b'{"answer": 1}\n')
+    answered = time.time()
+    assert stdout.pass_on(os.read(out_r, 4096), answered)
+    time.sleep(0.2)  # the stderr thread wakes late; meanwhile the child logs again
+    os.write(err_w, b"done\n")
+    late = time.time()
+    assert stderr.pass_on(os.read(err_r, 4096), late)
+
+    # A look counted before a read that came and went: it speaks of bytes that read took, not of the next.
+    os.write(err_w, b"after\n")
+    stderr.seen = Seen(answered, 100, reads=0)
+    last = time.time()
+    assert stderr.pass_on(os.read(err_r, 4096), last)
+    capture.close()
+    for pipe_fd in (out_r, out_w, err_r, err_w, sink):
+        os.close(pipe_fd)
+
+    records, _ = read(path)
+    timed = {r["text"]: (r["t_first"], r["t"]) for r in records}
+    assert timed['{"answer": 1}'] == (round(answered, 6), round(answered, 6))
+    early_first, early_end = timed["warning: slow disk"]
+    assert early_first == early_end and answered <= early_end < answered + 0.05
+    assert timed["done"] == (round(late, 6), round(late, 6)), "written after the look: its read's time"
+    assert timed["after"] == (round(last, 6), round(last, 6)), "a look counted for an earlier read"
