@@ -10,7 +10,7 @@ NODE_PEERS := tests/truth/peers/node
 # Debian's chromium (playwright-core drives it; Playwright's own browser downloads are not used).
 CHROMIUM ?= chromium
 
-.PHONY: report test lint chromium browser-deps nginx truth-deps bench-addon bench-analyzer bench-peer-lookup bench-reader bench-report bench-scale bench-stdio samples truth clean
+.PHONY: report test lint chromium browser-deps nginx truth-deps bench-addon bench-recorder-parts bench-analyzer bench-peer-lookup bench-reader bench-report bench-scale bench-stdio samples truth clean
 
 # The main job: the bundled sample captures rendered into one self-contained report. It needs the package
 # alone (mitmproxy, pandas, jinja2, jsonschema), not the test extra.
@@ -86,6 +86,10 @@ lint: $(STAMP) $(BROWSER_TESTS)/node_modules/.package-lock.json
 
 bench-addon: $(STAMP)
 	$(BIN)/python tests/benchmarks/bench_addon.py
+
+# Where the recorder's time goes: its like-for-like ratio split by switching parts of it off.
+bench-recorder-parts: $(STAMP)
+	$(BIN)/python tests/benchmarks/bench_recorder_parts.py
 
 bench-analyzer: $(STAMP)
 	$(BIN)/python tests/benchmarks/bench_analyzer.py

@@ -3,9 +3,10 @@
 mitmproxy calls the ``response`` and ``error`` hooks before it sends the response on (a hook may change it),
 and sends it in the same step of its event loop once every addon's hook has returned (``hook_task``, then
 ``server_event``: no ``await`` that yields in between). Work handed to :class:`AfterResponse` runs in the
-loop's next step: after the response's bytes are in the client's socket. It is the recorder's fallback when
-its verdict worker (``addon/verdict_worker.py``) cannot take a flow; ``flush`` runs what is queued now, at
-shutdown, where the loop may not get to it.
+loop's next step: after the response's bytes are in the client's socket. The recorder hands it what the
+live verdict needs: the console line's view and the flow's state sent to its verdict worker
+(``addon/verdict_worker.py``), or the verdict itself where the worker cannot take the flow. ``flush`` runs
+what is queued now, at shutdown, where the loop may not get to it.
 """
 
 from __future__ import annotations

@@ -98,7 +98,7 @@ def is_event_stream(response: http.Response) -> bool:
 
 class McpRecorder:
     def __init__(self) -> None:
-        self.after = AfterResponse()  # the verdicts the worker cannot take
+        self.after = AfterResponse()  # what waits until the response is passed on: the verdict's sending
         self.endpoints = McpEndpoints()
         self.open_streams: dict[str, tuple[http.HTTPFlow, StreamTap]] = {}
         self.filter: flowfilter.TFilter | None = None
@@ -268,7 +268,7 @@ class McpRecorder:
         record: FlowRecord,
         reason: str,
     ) -> None:
-        """The record's facts now; the live verdict once the response has been passed on."""
+        """The record's facts now, for the file; the rest once the response has been passed on."""
         record["mcp"] = reason
         known, process = self.peers.of(flow.client_conn.id)
         if known:
@@ -277,9 +277,18 @@ class McpRecorder:
             record["earlier_connections"] = earlier
         # In the state before judging it: the verdict reads the stream record like the analyzer does.
         flow.metadata[METADATA_KEY] = record
+        self.after.defer(functools.partial(self._send_for_verdict, flow, tap, requests, record))
+
+    def _send_for_verdict(
+        self, flow: http.HTTPFlow, tap: StreamTap | None, requests: list[JsonObject], record: FlowRecord
+    ) -> None:
+        """The console line's view, and the flow to the verdict worker (judged here where it cannot take it).
+
+        After the response is passed on: taking the flow's state and sending it cost half of the recorder's
+        time in the response hook (issue 23). The flow is complete by then (a stream's body is back in it)."""
         view = describe(flow, tap, requests) if self.console else None
         if not self.verdicts.judge(flow, functools.partial(self._answered, flow, record, view)):
-            self.after.defer(functools.partial(self._verdict, flow, record, view, None))
+            self._verdict(flow, record, view, None)
 
     def _answered(
         self, flow: http.HTTPFlow, record: FlowRecord, view: ExchangeView | None, verdict: LiveVerdict | None

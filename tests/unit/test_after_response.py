@@ -88,3 +88,31 @@ def test_the_flow_is_written_in_the_hook_and_judged_after_it(tmp_path: Path) -> 
     assert written.metadata[METADATA_KEY] == record, "written with the facts, before the verdict"
     assert failing.metadata[METADATA_KEY]["failure"] == "JSONRPC_ERROR: JSON-RPC error -32602: bad"
     assert failing.marked == FAILURE_MARKER
+
+
+def test_the_flow_goes_to_the_verdict_worker_after_the_hook() -> None:
+    """Issue 23: taking the flow's state and sending it to the worker was half of the response hook's time;
+    the hook leaves it to the loop's next step, once the response is passed on. The worker is real."""
+    recorder = McpRecorder()
+    failing = exchange(tool_call(1, "echo"), body=error(1))
+    with taddons.context(recorder) as tctx:
+        tctx.configure(recorder, mcp_console=False, mcp_client_process=False)
+
+        async def with_the_worker() -> tuple[int, int, bool]:
+            await recorder.verdicts.start()
+            try:
+                recorder.response(failing)
+                sent_by_the_hook = recorder.verdicts.sequence
+                await asyncio.sleep(0)
+                sent_after_it = recorder.verdicts.sequence
+                async with asyncio.timeout(20):
+                    while "failure" not in failing.metadata[METADATA_KEY]:
+                        await asyncio.sleep(0.01)
+                return sent_by_the_hook, sent_after_it, recorder.verdicts.failed
+            finally:
+                recorder.verdicts.close()
+
+        sent_by_the_hook, sent_after_it, worker_failed = asyncio.run(with_the_worker())
+    assert (sent_by_the_hook, sent_after_it, worker_failed) == (0, 1, False)
+    assert failing.metadata[METADATA_KEY]["failure"] == "JSONRPC_ERROR: JSON-RPC error -32602: bad"
+    assert failing.marked == FAILURE_MARKER
