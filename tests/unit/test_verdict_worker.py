@@ -47,19 +47,21 @@ async def judged_by_the_worker(worker: VerdictWorker, sent: list[HTTPFlow]) -> l
 def test_the_worker_judges_as_the_recorder_would() -> None:
     sent = flows()
 
-    async def scenario() -> tuple[list[LiveVerdict | None], int]:
+    async def scenario() -> tuple[list[LiveVerdict | None], int, int]:
         worker = VerdictWorker()
         await worker.start()
         try:
             verdicts = await judged_by_the_worker(worker, sent)
             assert worker.process is not None
-            return verdicts, os.getpriority(os.PRIO_PROCESS, worker.process.pid)
+            pid = worker.process.pid
+            return verdicts, os.getpriority(os.PRIO_PROCESS, pid), os.sched_getscheduler(pid)
         finally:
             worker.close()
 
-    verdicts, niceness = asyncio.run(scenario())
+    verdicts, niceness, policy = asyncio.run(scenario())
     # It yields the CPU to the traffic and the process lookup (it had answered, so it had lowered itself).
     assert niceness == min(19, os.getpriority(os.PRIO_PROCESS, 0) + verdict_process.PRIORITY)
+    assert policy == os.SCHED_IDLE, "it runs on what the traffic leaves, never preempting it"
     assert verdicts == [judge_flow(flow) for flow in sent]
     assert [v.failed for v in verdicts if v is not None] == [True, False, True, False, True]
     assert verdicts[3] is not None and verdicts[3].pending, "202: the answer comes on the session's stream"
