@@ -32,7 +32,7 @@ from mcp_blackbox.analyzer.outputs.export import iter_calls_and_records
 # The fields of an export record that matching, states, latency and the outputs read.
 SLIM_FIELDS = ("call_id", "method", "tool", "arguments_digest", "outcome", "flags", "reason", "started_at",
                "t_start", "duration_ms")  # fmt: skip
-CallRecord = dict[str, Any]  # SLIM_FIELDS of an export record
+CallRecord = dict[str, Any]  # SLIM_FIELDS of an export record (method, tool and digest "" where it has none)
 KEY = ("server", "method", "tool", "digest")  # a request's key: server (host and path), method, tool, arguments
 CALL_COLUMNS = ("seq", "call_id", *KEY, "outcome", "flags", "reason", "started_at", "t_start", "duration_ms")
 CHAIN_COLUMNS = ("final_outcome", "failure_retry", "attempts")
@@ -42,6 +42,7 @@ CREATE TABLE chains (call_id PRIMARY KEY, {", ".join(CHAIN_COLUMNS)}) WITHOUT RO
 CREATE TABLE later (call_id PRIMARY KEY) WITHOUT ROWID;
 """
 BATCH = 2_000  # calls written per statement
+IDS_PER_QUERY = 500
 
 
 class Request(NamedTuple):
@@ -141,12 +142,7 @@ class Side:
             # With --since/--until a chain's earlier attempts may be outside the range: its first attempt
             # in the range stands for it.
             ids = group["members"]
-            found = {
-                row[0]: row[1:]
-                for row in self.db.execute(
-                    f"SELECT call_id, method, tool FROM calls WHERE call_id IN ({', '.join('?' * len(ids))})", ids
-                )
-            }
+            found = self._method_and_tool(ids)
             members = [m for m in ids if m in found]
             self.db.execute(  # a call in two chains (it cannot be) would stand for the last, as in a dict
                 "INSERT OR REPLACE INTO chains VALUES (?, ?, ?, ?)",
@@ -158,6 +154,16 @@ class Side:
                 self.retries[(group["origin"], what({"method": method, "tool": tool}))] += 1
         self.db.execute("COMMIT")
         self.requests = self.calls - self.db.execute("SELECT COUNT(*) FROM later").fetchone()[0]
+
+    def _method_and_tool(self, ids: list[str]) -> dict[str, tuple[str, str]]:
+        """(method, tool) of each of ``ids`` this side holds; asked a slice at a time (a statement takes at
+        most 32,766 values, and a retry storm's chain may hold more attempts)."""
+        found: dict[str, tuple[str, str]] = {}
+        for start in range(0, len(ids), IDS_PER_QUERY):
+            part = ids[start : start + IDS_PER_QUERY]
+            query = f"SELECT call_id, method, tool FROM calls WHERE call_id IN ({', '.join('?' * len(part))})"
+            found.update((call_id, (method, tool)) for call_id, method, tool in self.db.execute(query, part))
+        return found
 
     def latency(self) -> dict[str, tuple[int, float | None, float | None]]:
         """Each tool's ``tools/call`` count, p50 and p95 (nearest rank: a duration that was measured)."""

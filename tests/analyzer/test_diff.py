@@ -8,6 +8,7 @@ from typing import Any
 from mitmproxy.http import HTTPFlow
 
 from mcp_blackbox.analyzer.outputs.analysis import DEFAULT_WINDOW, CallStream, analyze
+from mcp_blackbox.analyzer.review import diff_side
 from mcp_blackbox.analyzer.review.diff import diff
 from mcp_blackbox.analyzer.review.diff_side import SLIM_FIELDS, Side, nearest_rank
 from tests.analyzer import test_retries as retries
@@ -133,3 +134,20 @@ def test_a_side_read_from_the_stream_is_the_whole_analysis_side_and_keeps_a_few_
         assert requests and all(list(request.call) == list(SLIM_FIELDS) for request in requests)
     first, second = (Side.of(CallStream([str(s)], window=DEFAULT_WINDOW)) for s in samples[:2])
     assert diff(first, second) == diff(*(Side.of(analyze([str(s)])) for s in samples[:2]))
+
+
+def test_a_chain_longer_than_one_query_takes_is_read_in_slices(tmp_path: Path, monkeypatch: Any) -> None:
+    """A chain's members are looked up a slice at a time (SQLite takes at most 32,766 values per
+    statement; a retry storm's chain may hold more): one id per query gives the same side."""
+    retried = [
+        retries.call(1, "write_record", at=100, status=500, body=b"boom", content_type="text/plain"),
+        retries.call(2, "write_record", at=100.5, status=500, body=b"boom", content_type="text/plain"),
+        retries.call(3, "write_record", at=101, ok=True),
+    ]
+    capture = str(write(tmp_path, retries.tools_list(99), *retried, name="r.flows"))
+    whole = Side.of(analyze([capture]))
+    monkeypatch.setattr(diff_side, "IDS_PER_QUERY", 1)
+    sliced = Side.of(analyze([capture]))
+    (chain,) = [request.chain for request in sliced.requests_in_order() if request.chain]
+    assert chain["attempts"] == 3 and sliced.requests == 2 and sliced.retries == whole.retries
+    assert list(sliced.requests_in_order()) == list(whole.requests_in_order())
