@@ -80,10 +80,12 @@ def lower_priority() -> None:
     mitmdump's loop and with the client process lookup (addon/peer_lookup.py), which must find a short
     connection's socket before it closes: a CI run with both cores saturated had a call recorded without its
     process when the verdict worker ran at the same priority. Where Linux has it, the idle scheduling class
-    as well: the worker then runs on what the traffic leaves of a core and does not preempt it when it wakes
-    (nice +10 alone still did). Measured with ``bench_addon.py``'s client, upstream and mitmdump on 2 cores,
-    paired in the same runs: (c)/(bw) 1.250 -> 1.153 and 1.205 -> 1.152. Saturated, the worker falls behind
-    and the recorder judges past ``MAX_WAITING`` itself (addon/verdict_worker.py)."""
+    as well: the worker then gives way to every other process of normal priority on the machine, and does
+    not preempt mitmdump when it wakes (nice +10 alone still did). Measured with ``bench_addon.py``'s client,
+    upstream and mitmdump on 2 cores, paired in the same runs: (c)/(bw) 1.250 -> 1.153 and 1.205 -> 1.152.
+    On a machine saturated by other work the worker falls behind: verdicts, marks and console lines come
+    late, until the recorder judges the flows itself past ``MAX_QUEUED_BYTES`` or ``MAX_WAITING``
+    (addon/verdict_worker.py)."""
     if hasattr(os, "nice"):
         with contextlib.suppress(OSError):
             os.nice(PRIORITY)

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import math
-import shutil
 import sqlite3
 import tempfile
 from collections import Counter
@@ -43,6 +42,17 @@ CREATE TABLE later (call_id PRIMARY KEY) WITHOUT ROWID;
 """
 BATCH = 2_000  # calls written per statement
 IDS_PER_QUERY = 500
+TEXT_FIELDS = frozenset(("call_id", "method", "tool", "arguments_digest", "outcome", "reason", "started_at"))
+
+
+def stored(text: str | None) -> bytes | None:
+    """Text as a side keeps it: its UTF-8 bytes, lone surrogates too. Captured text may hold them (a server
+    that cut an emoji in half, sent as ``"\\ud83d"``), and ``sqlite3`` refuses them in a ``str``."""
+    return None if text is None else text.encode("utf-8", "surrogatepass")
+
+
+def loaded(data: bytes | None) -> str | None:
+    return None if data is None else data.decode("utf-8", "surrogatepass")
 
 
 class Request(NamedTuple):
@@ -101,7 +111,7 @@ class Side:
 
     def close(self) -> None:
         self.db.close()
-        shutil.rmtree(self._folder.name, ignore_errors=True)
+        self._folder.cleanup()
 
     @classmethod
     def of(cls, analysis: Analysis | CallStream, *, redact: bool = True) -> Side:
@@ -120,10 +130,10 @@ class Side:
         self.db.execute("BEGIN")
         for call, record in iter_calls_and_records(analysis, redact=redact):
             batch.append((
-                self.calls, record["call_id"], server_of(call.exchange.endpoint), record["method"] or "",
-                record["tool"] or "", record["arguments_digest"] or "", record["outcome"],
-                json.dumps(record["flags"]), record["reason"], record["started_at"], record["t_start"],
-                record["duration_ms"],
+                self.calls, stored(record["call_id"]), stored(server_of(call.exchange.endpoint)),
+                stored(record["method"] or ""), stored(record["tool"] or ""),
+                stored(record["arguments_digest"] or ""), stored(record["outcome"]), json.dumps(record["flags"]),
+                stored(record["reason"]), stored(record["started_at"]), record["t_start"], record["duration_ms"],
             ))  # fmt: skip
             self.calls += 1
             self.failures += is_failure(record["outcome"])
@@ -146,9 +156,9 @@ class Side:
             members = [m for m in ids if m in found]
             self.db.execute(  # a call in two chains (it cannot be) would stand for the last, as in a dict
                 "INSERT OR REPLACE INTO chains VALUES (?, ?, ?, ?)",
-                (members[0], group["final_outcome"], group["failure_retry"], group["attempts"]),
+                (stored(members[0]), group["final_outcome"], group["failure_retry"], group["attempts"]),
             )
-            self.db.executemany("INSERT OR IGNORE INTO later VALUES (?)", ((m,) for m in members[1:]))
+            self.db.executemany("INSERT OR IGNORE INTO later VALUES (?)", ((stored(m),) for m in members[1:]))
             if group["failure_retry"]:
                 method, tool = found[members[0]]
                 self.retries[(group["origin"], what({"method": method, "tool": tool}))] += 1
@@ -160,26 +170,28 @@ class Side:
         most 32,766 values, and a retry storm's chain may hold more attempts)."""
         found: dict[str, tuple[str, str]] = {}
         for start in range(0, len(ids), IDS_PER_QUERY):
-            part = ids[start : start + IDS_PER_QUERY]
+            part = [stored(call_id) for call_id in ids[start : start + IDS_PER_QUERY]]
             query = f"SELECT call_id, method, tool FROM calls WHERE call_id IN ({', '.join('?' * len(part))})"
-            found.update((call_id, (method, tool)) for call_id, method, tool in self.db.execute(query, part))
+            for call_id, method, tool in self.db.execute(query, part):
+                found[str(loaded(call_id))] = (str(loaded(method)), str(loaded(tool)))
         return found
 
     def latency(self) -> dict[str, tuple[int, float | None, float | None]]:
         """Each tool's ``tools/call`` count, p50 and p95 (nearest rank: a duration that was measured)."""
-        timed = "method = 'tools/call' AND tool != '' AND duration_ms IS NOT NULL"
-        counts = self.db.execute(f"SELECT tool, COUNT(*) FROM calls WHERE {timed} GROUP BY tool").fetchall()
+        query = "SELECT tool, COUNT(*) FROM calls WHERE method = ? AND tool != ? AND duration_ms IS NOT NULL"
+        counts = self.db.execute(query + " GROUP BY tool", (stored("tools/call"), stored(""))).fetchall()
         return {
-            tool: (count, self._duration(tool, count, 50), self._duration(tool, count, 95)) for tool, count in counts
+            str(loaded(tool)): (count, self._duration(tool, count, 50), self._duration(tool, count, 95))
+            for tool, count in counts
         }
 
-    def _duration(self, tool: str, count: int, q: float) -> float | None:
+    def _duration(self, tool: bytes, count: int, q: float) -> float | None:
         rank = nearest_rank(count, q)
         query = (
-            "SELECT duration_ms FROM calls WHERE method = 'tools/call' AND tool = ? AND duration_ms IS NOT NULL "
+            "SELECT duration_ms FROM calls WHERE method = ? AND tool = ? AND duration_ms IS NOT NULL "
             "ORDER BY method, tool, duration_ms LIMIT 1 OFFSET ?"
         )
-        return None if rank is None else self.db.execute(query, (tool, rank)).fetchone()[0]
+        return None if rank is None else self.db.execute(query, (stored("tools/call"), tool, rank)).fetchone()[0]
 
     def requests_in_order(self) -> Iterator[Request]:
         """The logical requests (each call but a chain's later attempts), in order: for tests and readers."""
@@ -200,7 +212,10 @@ FIELD_COUNT = len(SLIM_FIELDS) + len(CHAIN_COLUMNS)
 
 def _request(row: tuple[Any, ...], start: int) -> Request:
     values = row[start : start + FIELD_COUNT]
-    call = dict(zip(SLIM_FIELDS, values[: len(SLIM_FIELDS)], strict=True))
+    call: CallRecord = {
+        name: loaded(value) if name in TEXT_FIELDS else value
+        for name, value in zip(SLIM_FIELDS, values[: len(SLIM_FIELDS)], strict=True)
+    }
     call["flags"] = json.loads(call["flags"])
     final_outcome, failure_retry, attempts = values[len(SLIM_FIELDS) :]
     chain = None if final_outcome is None else {

@@ -151,3 +151,15 @@ def test_a_chain_longer_than_one_query_takes_is_read_in_slices(tmp_path: Path, m
     (chain,) = [request.chain for request in sliced.requests_in_order() if request.chain]
     assert chain["attempts"] == 3 and sliced.requests == 2 and sliced.retries == whole.retries
     assert list(sliced.requests_in_order()) == list(whole.requests_in_order())
+
+
+def test_text_with_a_lone_surrogate_is_kept_as_it_came(tmp_path: Path) -> None:
+    """Captured text may hold a lone surrogate (a server that cut an emoji in half and sent "\\ud83d"), which
+    sqlite3 refuses in a str: a side keeps its UTF-8 bytes, and the diff gives the text back unchanged."""
+    cut = "quota exceeded \ud83d"
+    failing = exchange(rpc(1, "tools/call", {"name": "e\ud800", "arguments": {}}), body=error(1, -32603, cut))
+    passing = exchange(rpc(1, "tools/call", {"name": "e\ud800", "arguments": {}}), body=result(1, text_result()))
+    out = diff(side(tmp_path, "b.flows", failing), side(tmp_path, "a.flows", passing))
+    (fixed,) = out["fixed"]
+    assert fixed["what"] == "tools/call e\ud800" and cut in fixed["before"]["reason"]
+    assert out["calls"]["matched"] == 1
