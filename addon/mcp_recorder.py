@@ -284,8 +284,9 @@ class McpRecorder:
     ) -> None:
         """The console line's view, and the flow to the verdict worker (judged here where it cannot take it).
 
-        After the response is passed on: taking the flow's state and sending it cost half of the recorder's
-        time in the response hook (issue 23). The flow is complete by then (a stream's body is back in it)."""
+        After the response is passed on: describing the flow, taking its state and sending it were some 40% of
+        the recorder's time in the response hook (109 -> 64 µs per POST, timed under load; issue 23). The flow
+        is complete by then (a stream's body is back in it)."""
         view = describe(flow, tap, requests) if self.console else None
         if not self.verdicts.judge(flow, functools.partial(self._answered, flow, record, view)):
             self._verdict(flow, record, view, None)

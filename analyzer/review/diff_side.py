@@ -35,6 +35,7 @@ CallRecord = dict[str, Any]  # SLIM_FIELDS of an export record (method, tool and
 KEY = ("server", "method", "tool", "digest")  # a request's key: server (host and path), method, tool, arguments
 CALL_COLUMNS = ("seq", "call_id", *KEY, "outcome", "flags", "reason", "started_at", "t_start", "duration_ms")
 CHAIN_COLUMNS = ("final_outcome", "failure_retry", "attempts")
+KEPT_COLUMNS = tuple(name for name in CALL_COLUMNS if name not in ("seq", "server"))  # SLIM_FIELDS, in order
 SCHEMA = f"""
 CREATE TABLE calls ({", ".join(CALL_COLUMNS)}, PRIMARY KEY (seq));
 CREATE TABLE chains (call_id PRIMARY KEY, {", ".join(CHAIN_COLUMNS)}) WITHOUT ROWID;
@@ -202,9 +203,7 @@ class Side:
 
 
 def _fields(calls: str, chains: str) -> str:
-    kept = ("call_id", "method", "tool", "digest", "outcome", "flags", "reason", "started_at", "t_start",
-            "duration_ms")  # fmt: skip
-    return ", ".join([f"{calls}.{name}" for name in kept] + [f"{chains}.{name}" for name in CHAIN_COLUMNS])
+    return ", ".join([f"{calls}.{name}" for name in KEPT_COLUMNS] + [f"{chains}.{name}" for name in CHAIN_COLUMNS])
 
 
 FIELD_COUNT = len(SLIM_FIELDS) + len(CHAIN_COLUMNS)
@@ -224,14 +223,18 @@ def _request(row: tuple[Any, ...], start: int) -> Request:
     return Request(call, chain)
 
 
+def _requests_of(schema: str) -> str:
+    """The rows of one side's (``main`` or ``other``) requests: every call but a chain's later attempts."""
+    return f"{schema}.calls c WHERE c.call_id NOT IN (SELECT call_id FROM {schema}.later)"
+
+
 def _requests(schema: str) -> str:
-    """The requests of one side (``main`` or ``other``), numbered within their key in call order, with the
-    first call number of their key."""
+    """The requests of one side, numbered within their key in call order, with the first call number of their
+    key."""
     key = ", ".join(KEY)
     return (
         f"SELECT c.*, ROW_NUMBER() OVER (PARTITION BY {key} ORDER BY c.seq) AS nth, "
-        f"MIN(c.seq) OVER (PARTITION BY {key}) AS first FROM {schema}.calls c "
-        f"WHERE c.call_id NOT IN (SELECT call_id FROM {schema}.later)"
+        f"MIN(c.seq) OVER (PARTITION BY {key}) AS first FROM {_requests_of(schema)}"
     )
 
 
@@ -266,7 +269,7 @@ class Attached:
         key = ", ".join(KEY)
         query = (
             f"WITH a AS ({_requests('other')}), "
-            f"n AS (SELECT {key}, COUNT(*) AS count FROM ({_requests('main')}) GROUP BY {key}) "
+            f"n AS (SELECT {key}, COUNT(*) AS count FROM {_requests_of('main')} GROUP BY {key}) "
             f"SELECT {_fields('a', 'ah')} FROM a LEFT JOIN n USING ({key}) "
             "LEFT JOIN other.chains ah ON ah.call_id = a.call_id "
             "WHERE a.nth > COALESCE(n.count, 0) ORDER BY a.t_start, a.first, a.seq"

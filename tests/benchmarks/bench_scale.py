@@ -241,7 +241,6 @@ def phase_diff(directory: Path, _: Path | None) -> dict[str, Any]:
         "match_s": done - read_twice,
         "calls": result["calls"]["before"],
         "matched": result["calls"]["matched"],
-        "changed": len(result["changed"]),
         **peak_rss_mb(),
     }
 
@@ -293,7 +292,11 @@ def measure(args: argparse.Namespace, calls: int, out: Path) -> dict[str, dict[s
         ratio = result["seconds"] / (reads * results["read"]["seconds"]) if "seconds" in results["read"] else math.nan
         extra = f"{result['flows']:,} flows" if name == "read" else f"{result.get('calls', 0):,} calls"
         if name == "diff":
-            extra += f" against themselves, {result['matched']:,} requests matched in {result['match_s']:.1f} s"
+            first, second = result["sides_s"]
+            extra += (
+                f" against themselves: sides read in {first:.1f} + {second:.1f} s, {result['matched']:,} requests "
+                f"matched in {result['match_s']:.1f} s"
+            )
         if name == "report":
             extra += (
                 f", {result['bytes'] / 2**20:,.1f} MB, {result['rows']:,} rows ({result['aggregated']:,} aggregated)"
